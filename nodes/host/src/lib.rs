@@ -1,0 +1,1 @@
+//! The host role (placeholder, being written).

@@ -1,0 +1,1 @@
+//! HTTP/1.1 framing over smoltcp TCP sockets (placeholder, being written).

@@ -1,0 +1,1 @@
+//! Simulated segments (placeholder, being written).

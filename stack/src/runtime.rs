@@ -1,0 +1,546 @@
+//! The single-threaded node loop.
+//!
+//! A [`Node`] owns one or more [`Port`]s — a [`Link`] plus a smoltcp
+//! [`Interface`] and [`SocketSet`] — and one [`Role`], the protocol logic. One
+//! call of [`Node::poll`] does all the work that is due at `now`, in bounded
+//! steps:
+//!
+//! 1. drain every link (up to [`RX_BUDGET`] frames per port) through the
+//!    role's ingress shim into the port's queue device;
+//! 2. repeat until quiet (at most [`MAX_ROUNDS`] rounds): `iface.poll` on every
+//!    port, let the role react to sockets and timers, execute what the role
+//!    injected, push smoltcp's output through the egress shim onto the links.
+//!
+//! [`Node::poll_at`] tells when the next call is due. The same `Node` runs
+//! under the real driver ([`run`]: `poll(2)` on the link fds and the control
+//! socket, signals, wall-clock time) and under the simulator
+//! ([`crate::phy::sim`]: virtual time), which is what makes whole topologies
+//! testable deterministically.
+
+use std::io;
+use std::path::PathBuf;
+use std::time::Duration as StdDuration;
+
+use serde_json::{json, Value};
+use smoltcp::iface::{Config, Interface, PollResult, SocketSet};
+use smoltcp::time::{Duration, Instant};
+use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, IpCidr};
+
+use crate::ctl::{ControlServer, Request};
+use crate::phy::queue::QueueDevice;
+use crate::phy::Link;
+use crate::shim::{Direction, Outbox, Verdict};
+use crate::stats::Counters;
+
+/// Frames taken from one link per [`Node::poll`] call.
+pub const RX_BUDGET: usize = 512;
+/// Rounds of `iface.poll` → role → flush per [`Node::poll`] call.
+pub const MAX_ROUNDS: usize = 16;
+
+/// Static configuration of one port.
+#[derive(Debug, Clone)]
+pub struct PortConfig {
+    /// Port name, unique within the node (e.g. `eth0`).
+    pub name: String,
+    /// The port's MAC address.
+    pub mac: EthernetAddress,
+    /// Addresses with prefix length.
+    pub addrs: Vec<IpCidr>,
+    /// Default gateways (at most one IPv4 and one IPv6).
+    pub gateways: Vec<IpAddress>,
+    /// IP MTU announced to smoltcp.
+    pub mtu: usize,
+    /// Limit on TCP segments smoltcp sends per poll, if any.
+    pub max_burst: Option<usize>,
+}
+
+/// The smoltcp half of a port: what a role touches.
+pub struct PortStack {
+    /// Port name.
+    pub name: String,
+    /// The smoltcp interface of this port.
+    pub iface: Interface,
+    /// Sockets bound to this port's interface.
+    pub sockets: SocketSet<'static>,
+    dev: QueueDevice,
+}
+
+impl PortStack {
+    fn new(cfg: &PortConfig, now: Instant) -> Self {
+        let mut dev = QueueDevice::new(cfg.mtu);
+        dev.set_max_burst(cfg.max_burst);
+        let mut icfg = Config::new(HardwareAddress::Ethernet(cfg.mac));
+        icfg.random_seed = seed_from(&cfg.name, cfg.mac);
+        let mut iface = Interface::new(icfg, &mut dev, now);
+        iface.update_ip_addrs(|a| {
+            for cidr in &cfg.addrs {
+                // NOTE: capacity is checked by config validation (MAX_ADDRS).
+                if a.push(*cidr).is_err() {
+                    log::warn!("port {}: address {cidr} over capacity, ignored", cfg.name);
+                }
+            }
+        });
+        for gw in &cfg.gateways {
+            let r = match gw {
+                IpAddress::Ipv4(v4) => iface.routes_mut().add_default_ipv4_route(*v4).map(drop),
+                IpAddress::Ipv6(v6) => iface.routes_mut().add_default_ipv6_route(*v6).map(drop),
+            };
+            if r.is_err() {
+                log::warn!("port {}: route via {gw} over capacity, ignored", cfg.name);
+            }
+        }
+        Self {
+            name: cfg.name.clone(),
+            iface,
+            sockets: SocketSet::new(Vec::new()),
+            dev,
+        }
+    }
+}
+
+/// Maximum number of addresses on one port (smoltcp feature
+/// `iface-max-addr-count-8`).
+pub const MAX_ADDRS: usize = 8;
+
+fn seed_from(name: &str, mac: EthernetAddress) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in name.bytes().chain(mac.0) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x100_0000_01b3);
+    }
+    h
+}
+
+/// One port: a link plus its smoltcp stack.
+pub struct Port<L> {
+    /// The smoltcp side.
+    pub stack: PortStack,
+    /// The device side.
+    pub link: L,
+}
+
+/// What a role sees while it reacts to sockets and timers.
+pub struct Context<'a> {
+    /// The current time.
+    pub now: Instant,
+    /// Every port's smoltcp side, in configuration order.
+    pub ports: &'a mut [PortStack],
+    /// The node's counters.
+    pub stats: &'a mut Counters,
+    /// Frames to inject.
+    pub out: &'a mut Outbox,
+    /// Answers to control requests the role deferred ([`ControlReply::Later`]).
+    pub replies: &'a mut Vec<(u64, Value)>,
+}
+
+/// What a role sees while its shim handles one frame.
+pub struct FrameContext<'a> {
+    /// The current time.
+    pub now: Instant,
+    /// The node's counters.
+    pub stats: &'a mut Counters,
+    /// Frames to inject.
+    pub out: &'a mut Outbox,
+}
+
+/// A role's answer to a control request.
+#[derive(Debug)]
+pub enum ControlReply {
+    /// The answer, now.
+    Now(Value),
+    /// The role answers later through [`Context::replies`] with the request id.
+    Later,
+    /// The role does not know this command.
+    Unknown,
+}
+
+/// The protocol logic of a node, driven by [`Node`].
+///
+/// Call order, per [`Node::poll`]: [`Role::ingress`] for every received frame,
+/// then rounds of (smoltcp poll, [`Role::poll`], [`Role::egress`] for every
+/// frame smoltcp produced). [`Role::poll_at`] is asked before the node sleeps.
+/// [`Role::start`] runs once before the first poll, [`Role::stop`] once when
+/// the node is told to stop.
+pub trait Role {
+    /// The role's name (`host`, `sar`, ...).
+    fn name(&self) -> &'static str;
+
+    /// Create sockets and arm timers. Called once before the first poll.
+    fn start(&mut self, cx: &mut Context<'_>);
+
+    /// React to socket readiness and due timers. Returns whether anything
+    /// happened (so the loop runs another round).
+    fn poll(&mut self, cx: &mut Context<'_>) -> bool;
+
+    /// When the role next needs [`Role::poll`] without any I/O.
+    fn poll_at(&self, _now: Instant) -> Option<Instant> {
+        None
+    }
+
+    /// Look at a frame received on `port` before smoltcp does.
+    fn ingress(&mut self, _cx: &mut FrameContext<'_>, _port: usize, _frame: &mut Vec<u8>) -> Verdict {
+        Verdict::Pass
+    }
+
+    /// Look at a frame smoltcp sends on `port` before the link does.
+    fn egress(&mut self, _cx: &mut FrameContext<'_>, _port: usize, _frame: &mut Vec<u8>) -> Verdict {
+        Verdict::Pass
+    }
+
+    /// Answer a role-specific control command (`args[0]` is the command).
+    fn control(&mut self, _cx: &mut Context<'_>, _id: u64, _args: &[String]) -> ControlReply {
+        ControlReply::Unknown
+    }
+
+    /// Whether the role is ready to serve (reported by `ctl ping`).
+    fn is_ready(&self) -> bool {
+        true
+    }
+
+    /// Close sockets and flush state before the node exits.
+    fn stop(&mut self, _cx: &mut Context<'_>) {}
+}
+
+/// A node: ports, a role, counters.
+pub struct Node<L, R> {
+    name: String,
+    ports: Vec<PortStack>,
+    links: Vec<L>,
+    role: R,
+    stats: Counters,
+    out: Outbox,
+    replies: Vec<(u64, Value)>,
+    started: bool,
+}
+
+impl<L: Link, R: Role> Node<L, R> {
+    /// Build a node from its ports and role at time `now`.
+    pub fn new(name: impl Into<String>, ports: Vec<(PortConfig, L)>, role: R, now: Instant) -> Self {
+        let (stacks, links) = ports
+            .into_iter()
+            .map(|(cfg, link)| (PortStack::new(&cfg, now), link))
+            .unzip();
+        Self {
+            name: name.into(),
+            ports: stacks,
+            links,
+            role,
+            stats: Counters::default(),
+            out: Outbox::default(),
+            replies: Vec::new(),
+            started: false,
+        }
+    }
+
+    /// The node's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The role.
+    pub fn role(&self) -> &R {
+        &self.role
+    }
+
+    /// The role, mutably (for tests and drivers that feed it commands).
+    pub fn role_mut(&mut self) -> &mut R {
+        &mut self.role
+    }
+
+    /// The node's counters.
+    pub fn stats(&self) -> &Counters {
+        &self.stats
+    }
+
+    /// The ports' smoltcp sides.
+    pub fn ports(&self) -> &[PortStack] {
+        &self.ports
+    }
+
+    /// The links.
+    pub fn links(&self) -> &[L] {
+        &self.links
+    }
+
+    /// Do everything due at `now`. Returns whether anything happened; an `Err`
+    /// is a link I/O failure (the node should stop).
+    pub fn poll(&mut self, now: Instant) -> io::Result<bool> {
+        let mut any = false;
+        if !self.started {
+            self.started = true;
+            let mut cx = Context {
+                now,
+                ports: &mut self.ports,
+                stats: &mut self.stats,
+                out: &mut self.out,
+                replies: &mut self.replies,
+            };
+            self.role.start(&mut cx);
+            any = true;
+        }
+        any |= self.drain_links(now)?;
+        for _ in 0..MAX_ROUNDS {
+            let mut progress = false;
+            for p in &mut self.ports {
+                if p.iface.poll(now, &mut p.dev, &mut p.sockets) != PollResult::None {
+                    progress = true;
+                }
+            }
+            let mut cx = Context {
+                now,
+                ports: &mut self.ports,
+                stats: &mut self.stats,
+                out: &mut self.out,
+                replies: &mut self.replies,
+            };
+            progress |= self.role.poll(&mut cx);
+            progress |= self.flush(now)?;
+            any |= progress;
+            if !progress {
+                break;
+            }
+        }
+        Ok(any)
+    }
+
+    /// When [`Node::poll`] is next due without I/O (`None`: only on I/O).
+    pub fn poll_at(&mut self, now: Instant) -> Option<Instant> {
+        let mut at = self.role.poll_at(now);
+        for p in &mut self.ports {
+            if !p.dev.rx.is_empty() || !p.dev.tx.is_empty() {
+                return Some(now);
+            }
+            if let Some(t) = p.iface.poll_at(now, &p.sockets) {
+                at = Some(at.map_or(t, |a| a.min(t)));
+            }
+        }
+        at
+    }
+
+    /// Handle one control request; returns the answer unless the role defers it.
+    pub fn control(&mut self, now: Instant, id: u64, args: &[String]) -> Option<Value> {
+        let cmd = args.first().map(String::as_str).unwrap_or("");
+        match cmd {
+            "ping" => Some(json!({
+                "name": self.name,
+                "role": self.role.name(),
+                "ready": self.role.is_ready(),
+                "pid": std::process::id(),
+            })),
+            "stats" => {
+                let mut v = serde_json::to_value(&self.stats).unwrap_or(Value::Null);
+                v["node"] = json!(self.name);
+                v["role"] = json!(self.role.name());
+                Some(v)
+            }
+            "ports" => Some(Value::Array(
+                self.ports
+                    .iter()
+                    .zip(&self.links)
+                    .map(|(p, l)| {
+                        json!({
+                            "name": p.name,
+                            "mac": p.iface.hardware_addr().to_string(),
+                            "addrs": p.iface.ip_addrs().iter().map(|a| a.to_string()).collect::<Vec<_>>(),
+                            "mtu": l.mtu(),
+                            "sockets": p.sockets.iter().count(),
+                        })
+                    })
+                    .collect(),
+            )),
+            _ => {
+                let mut cx = Context {
+                    now,
+                    ports: &mut self.ports,
+                    stats: &mut self.stats,
+                    out: &mut self.out,
+                    replies: &mut self.replies,
+                };
+                match self.role.control(&mut cx, id, args) {
+                    ControlReply::Now(v) => Some(v),
+                    ControlReply::Later => None,
+                    ControlReply::Unknown => Some(json!({
+                        "error": format!("unknown command {cmd:?}; try: ping, stats, ports, help"),
+                    })),
+                }
+            }
+        }
+    }
+
+    /// Answers to deferred control requests, ready to send.
+    pub fn take_replies(&mut self) -> Vec<(u64, Value)> {
+        std::mem::take(&mut self.replies)
+    }
+
+    /// Stop the role and flush what it sends on the way out.
+    pub fn stop(&mut self, now: Instant) -> io::Result<()> {
+        let mut cx = Context {
+            now,
+            ports: &mut self.ports,
+            stats: &mut self.stats,
+            out: &mut self.out,
+            replies: &mut self.replies,
+        };
+        self.role.stop(&mut cx);
+        for p in &mut self.ports {
+            p.iface.poll(now, &mut p.dev, &mut p.sockets);
+        }
+        self.flush(now).map(drop)
+    }
+
+    fn drain_links(&mut self, now: Instant) -> io::Result<bool> {
+        let mut any = false;
+        for (i, (p, link)) in self.ports.iter_mut().zip(&mut self.links).enumerate() {
+            let max = link.max_frame();
+            for _ in 0..RX_BUDGET {
+                let mut buf = p.dev.buffer();
+                buf.resize(max, 0);
+                let Some(n) = link.recv(&mut buf)? else {
+                    p.dev.recycle(buf);
+                    break;
+                };
+                any = true;
+                buf.truncate(n);
+                self.stats.rx_frames += 1;
+                self.stats.rx_bytes += n as u64;
+                if n < 14 {
+                    self.stats.drop("rx_runt");
+                    p.dev.recycle(buf);
+                    continue;
+                }
+                let mut fcx = FrameContext {
+                    now,
+                    stats: &mut self.stats,
+                    out: &mut self.out,
+                };
+                match self.role.ingress(&mut fcx, i, &mut buf) {
+                    Verdict::Pass => p.dev.rx.push_back(buf),
+                    Verdict::Consume => p.dev.recycle(buf),
+                    Verdict::Drop(reason) => {
+                        self.stats.drop(reason);
+                        p.dev.recycle(buf);
+                    }
+                }
+            }
+        }
+        Ok(any)
+    }
+
+    /// Execute injected frames and push smoltcp's output through the egress
+    /// shim onto the links.
+    fn flush(&mut self, now: Instant) -> io::Result<bool> {
+        let mut any = false;
+        loop {
+            let mut moved = false;
+            for (port, dir, frame) in self.out.drain() {
+                moved = true;
+                let Some(p) = self.ports.get_mut(port) else {
+                    self.stats.drop("inject_bad_port");
+                    continue;
+                };
+                match dir {
+                    Direction::ToStack => p.dev.rx.push_back(frame),
+                    Direction::ToWire => {
+                        send(&mut self.links[port], &mut self.stats, &frame)?;
+                        p.dev.recycle(frame);
+                    }
+                }
+            }
+            for (i, (p, link)) in self.ports.iter_mut().zip(&mut self.links).enumerate() {
+                while let Some(mut frame) = p.dev.tx.pop_front() {
+                    moved = true;
+                    let mut fcx = FrameContext {
+                        now,
+                        stats: &mut self.stats,
+                        out: &mut self.out,
+                    };
+                    match self.role.egress(&mut fcx, i, &mut frame) {
+                        Verdict::Pass => send(link, &mut self.stats, &frame)?,
+                        Verdict::Consume => {}
+                        Verdict::Drop(reason) => self.stats.drop(reason),
+                    }
+                    p.dev.recycle(frame);
+                }
+            }
+            // Frames smoltcp must still see (injected ToStack) are handled by
+            // the next iface.poll round; stop when nothing moved.
+            if !moved || self.out.is_empty() {
+                any |= moved;
+                break;
+            }
+            any = true;
+        }
+        Ok(any)
+    }
+}
+
+fn send<L: Link>(link: &mut L, stats: &mut Counters, frame: &[u8]) -> io::Result<()> {
+    if link.send(frame)? {
+        stats.tx_frames += 1;
+        stats.tx_bytes += frame.len() as u64;
+    } else {
+        stats.drop("tx_link_full");
+    }
+    Ok(())
+}
+
+/// Options of the real driver.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Path of the control socket (none: no control socket).
+    pub control: Option<PathBuf>,
+}
+
+/// Why the real driver returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// SIGTERM or SIGINT.
+    Signal,
+}
+
+/// Run `node` on real links until SIGTERM/SIGINT: the driver of DESIGN.md
+/// "The loop". Returns on a signal; an `Err` is an I/O failure of a link or
+/// the control socket.
+pub fn run<L: Link, R: Role>(node: &mut Node<L, R>, opts: &RunOptions) -> io::Result<Exit> {
+    crate::phy::sys::install_stop_handlers()?;
+    let clock = std::time::Instant::now();
+    let now = || Instant::from_micros(clock.elapsed().as_micros() as i64);
+    let mut ctl = match &opts.control {
+        Some(path) => Some(ControlServer::bind(path)?),
+        None => None,
+    };
+    let mut fds = Vec::new();
+    loop {
+        if crate::phy::sys::stop_requested() {
+            node.stop(now())?;
+            return Ok(Exit::Signal);
+        }
+        let t = now();
+        node.poll(t)?;
+        if let Some(ctl) = &mut ctl {
+            ctl.poll(|id, req: &Request| node.control(t, id, &req.args))?;
+            for (id, v) in node.take_replies() {
+                ctl.reply(id, &v);
+            }
+            // A control request may have made work (a client job): poll again.
+            node.poll(now())?;
+        }
+        let t = now();
+        let timeout = match node.poll_at(t) {
+            Some(at) if at <= t => Some(StdDuration::ZERO),
+            Some(at) => Some(StdDuration::from_micros((at - t).total_micros())),
+            None => None,
+        };
+        fds.clear();
+        fds.extend(node.links.iter().filter_map(Link::raw_fd));
+        if let Some(ctl) = &ctl {
+            ctl.fds(&mut fds);
+        }
+        crate::phy::sys::wait_readable(&fds, timeout.map(|d| d.min(StdDuration::from_secs(1))))?;
+    }
+}
+
+/// Convert a smoltcp duration to std.
+pub fn to_std(d: Duration) -> StdDuration {
+    StdDuration::from_micros(d.total_micros())
+}

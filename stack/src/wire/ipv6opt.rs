@@ -1,0 +1,1 @@
+//! IPv6 options (placeholder, being written).

@@ -1,0 +1,36 @@
+//! Packet formats, one module per protocol, in smoltcp's style (STYLE.md 1–3):
+//! a zero-copy `Packet<T: AsRef<[u8]>>` view with `new_checked`, field
+//! accessors and setters, and a `Repr` with `parse`, `buffer_len` and `emit`.
+
+use core::fmt;
+
+pub mod ipv6opt;
+
+/// A packet could not be parsed or emitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Error {
+    /// The buffer is shorter than the format requires.
+    Truncated,
+    /// A length or count field disagrees with the buffer or the format.
+    BadLength,
+    /// A field holds a value the format does not allow.
+    Malformed,
+    /// The value does not fit the format (e.g. option data over 255 bytes).
+    TooLong,
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Truncated => "truncated packet",
+            Self::BadLength => "inconsistent length field",
+            Self::Malformed => "malformed field",
+            Self::TooLong => "value too long for the format",
+        })
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// Result of wire operations.
+pub type Result<T> = core::result::Result<T, Error>;
