@@ -1,1 +1,247 @@
-fn main() {}
+//! `svcroute`: run a node, talk to a running node, build and tear down labs.
+
+#![forbid(unsafe_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{bail, Context as _, Result};
+use clap::{Parser, Subcommand, ValueEnum};
+use serde_json::Value;
+use svcroute_stack::phy::pcap::PcapLink;
+use svcroute_stack::phy::tap::TapLink;
+use svcroute_stack::phy::Link;
+use svcroute_stack::runtime::{self, Node, Role, RunOptions};
+
+mod config;
+mod lab;
+
+use config::NodeFile;
+
+/// Default directory of node control sockets.
+pub(crate) const CTL_DIR: &str = "/run/svcroute";
+
+#[derive(Parser)]
+#[command(
+    name = "svcroute",
+    version,
+    about = "Userspace network nodes for service-based routing labs",
+    long_about = "Each node is one single-threaded process owning its own smoltcp TCP/IP stack \
+                  over TAP devices. `run` starts a node, `ctl` talks to a running one, `lab` \
+                  builds whole topologies in network namespaces. Logging: RUST_LOG=debug."
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Start one node in the foreground until SIGTERM/SIGINT.
+    Run {
+        /// The role to run.
+        role: RoleName,
+        /// The node's TOML configuration file.
+        #[arg(short, long)]
+        config: PathBuf,
+        /// Record every frame of every port to this pcap file (port N > 0
+        /// writes FILE.N).
+        #[arg(long)]
+        pcap: Option<PathBuf>,
+        /// Control socket path [default: /run/svcroute/<name>.sock].
+        #[arg(long)]
+        ctl: Option<PathBuf>,
+    },
+    /// Check a node configuration file and exit.
+    Check {
+        /// The role the file configures.
+        role: RoleName,
+        /// The node's TOML configuration file.
+        #[arg(short, long)]
+        config: PathBuf,
+    },
+    /// Send a command to a running node: ping, stats, ports, or a role command
+    /// (host: get URL ...). Prints text, or the raw JSON with --json.
+    Ctl {
+        /// Node name (socket /run/svcroute/<name>.sock, or found in a running
+        /// lab) or a socket path.
+        node: String,
+        /// Print the node's JSON answer unchanged.
+        #[arg(long)]
+        json: bool,
+        /// Seconds to wait for the answer.
+        #[arg(long, default_value_t = 60)]
+        timeout: u64,
+        /// The command and its arguments.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+        args: Vec<String>,
+    },
+    /// Build, inspect and tear down a lab of nodes and kernel hosts.
+    Lab(lab::LabArgs),
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum RoleName {
+    /// Endpoint: HTTP server and client, UDP echo.
+    Host,
+}
+
+fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
+        .format_timestamp_micros()
+        .init();
+    let cli = Cli::parse();
+    let r = match cli.cmd {
+        Cmd::Run { role, config, pcap, ctl } => run(role, &config, pcap.as_deref(), ctl),
+        Cmd::Check { role, config } => check(role, &config),
+        Cmd::Ctl { node, json, timeout, args } => ctl(&node, &args, json, timeout),
+        Cmd::Lab(args) => lab::main(args),
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("svcroute: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn check(role: RoleName, path: &Path) -> Result<()> {
+    match role {
+        RoleName::Host => {
+            let f: config::HostFile = config::load(path)?;
+            f.host.validate().map_err(|e| anyhow::anyhow!("{}: [host]: {e}", path.display()))?;
+        }
+    }
+    println!("{}: ok", path.display());
+    Ok(())
+}
+
+fn run(role: RoleName, path: &Path, pcap: Option<&Path>, ctl: Option<PathBuf>) -> Result<()> {
+    match role {
+        RoleName::Host => {
+            let f: config::HostFile = config::load(path)?;
+            let role = svcroute_host::Host::new(&f.name, f.host.clone())
+                .map_err(|e| anyhow::anyhow!("{}: [host]: {e}", path.display()))?;
+            run_node(&f, role, pcap, ctl)
+        }
+    }
+}
+
+fn run_node<F: NodeFile, R: Role>(
+    file: &F,
+    role: R,
+    pcap: Option<&Path>,
+    ctl: Option<PathBuf>,
+) -> Result<()> {
+    let mut ports = Vec::new();
+    for (i, p) in file.ports().iter().enumerate() {
+        let mut cfg = config::port_config(file.name(), i, p)?;
+        let tap = TapLink::open(&p.tap, p.offload)?;
+        cfg.mtu = tap.mtu();
+        let link: Box<dyn Link> = match pcap {
+            Some(path) => {
+                let path = if i == 0 {
+                    path.to_owned()
+                } else {
+                    let mut s = path.as_os_str().to_owned();
+                    s.push(format!(".{i}"));
+                    PathBuf::from(s)
+                };
+                Box::new(PcapLink::create(tap, &path)?)
+            }
+            None => Box::new(tap),
+        };
+        log::info!(
+            "port {} on TAP {} mtu {} mac {} addrs [{}]{}",
+            cfg.name,
+            p.tap,
+            cfg.mtu,
+            cfg.mac,
+            p.addrs.join(", "),
+            if p.offload { " offload" } else { "" }
+        );
+        ports.push((cfg, link));
+    }
+    let control = ctl.unwrap_or_else(|| Path::new(CTL_DIR).join(format!("{}.sock", file.name())));
+    let mut node = Node::new(file.name(), ports, role, smoltcp::time::Instant::ZERO);
+    log::info!("node {} up, control socket {}", file.name(), control.display());
+    let exit = runtime::run(&mut node, &RunOptions { control: Some(control) })
+        .context("node stopped on an I/O error")?;
+    log::info!("node {} stopped ({exit:?})", file.name());
+    Ok(())
+}
+
+/// Find the control socket of `node`: a path, `/run/svcroute/<node>.sock`, or
+/// the one socket of that name in a running lab.
+pub(crate) fn ctl_path(node: &str) -> Result<PathBuf> {
+    if node.contains('/') {
+        return Ok(PathBuf::from(node));
+    }
+    let direct = Path::new(CTL_DIR).join(format!("{node}.sock"));
+    if direct.exists() {
+        return Ok(direct);
+    }
+    let found = lab::find_node_socket(node);
+    match found.len() {
+        1 => Ok(found.into_iter().next().unwrap_or(direct)),
+        0 => bail!("no running node {node:?} (no {} and no lab node of that name)", direct.display()),
+        _ => bail!(
+            "node name {node:?} is in several labs; give the socket path: {}",
+            found.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+        ),
+    }
+}
+
+fn ctl(node: &str, args: &[String], json: bool, timeout: u64) -> Result<()> {
+    let path = ctl_path(node)?;
+    let v = svcroute_stack::ctl::request(&path, args, Duration::from_secs(timeout))?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        print!("{}", render(&v));
+    }
+    if let Some(e) = v.get("error").and_then(Value::as_str) {
+        bail!("{node}: {e}");
+    }
+    Ok(())
+}
+
+/// Render a JSON answer as aligned `key value` lines, nested keys dotted.
+fn render(v: &Value) -> String {
+    fn walk(prefix: &str, v: &Value, out: &mut Vec<(String, String)>) {
+        match v {
+            Value::Object(m) => {
+                for (k, v) in m {
+                    let key = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+                    walk(&key, v, out);
+                }
+            }
+            Value::Array(a) if a.iter().all(|x| !x.is_object() && !x.is_array()) => {
+                let items: Vec<String> = a.iter().map(scalar).collect();
+                out.push((prefix.to_owned(), items.join(", ")));
+            }
+            Value::Array(a) => {
+                for (i, v) in a.iter().enumerate() {
+                    walk(&format!("{prefix}[{i}]"), v, out);
+                }
+            }
+            _ => out.push((prefix.to_owned(), scalar(v))),
+        }
+    }
+    fn scalar(v: &Value) -> String {
+        match v {
+            // Text output stays one line per key; --json has the whole value.
+            Value::String(s) => match s.split_once('\n') {
+                Some((first, _)) => format!("{first} … ({} bytes; --json for all)", s.len()),
+                None => s.clone(),
+            },
+            other => other.to_string(),
+        }
+    }
+    let mut rows = Vec::new();
+    walk("", v, &mut rows);
+    let w = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    rows.iter().map(|(k, v)| format!("{k:<w$}  {v}\n")).collect()
+}

@@ -62,6 +62,8 @@ pub struct PortStack {
     pub iface: Interface,
     /// Sockets bound to this port's interface.
     pub sockets: SocketSet<'static>,
+    /// The default gateways configured on this port.
+    pub gateways: Vec<IpAddress>,
     dev: QueueDevice,
 }
 
@@ -93,6 +95,7 @@ impl PortStack {
             name: cfg.name.clone(),
             iface,
             sockets: SocketSet::new(Vec::new()),
+            gateways: cfg.gateways.clone(),
             dev,
         }
     }
@@ -178,18 +181,36 @@ pub trait Role {
     }
 
     /// Look at a frame received on `port` before smoltcp does.
-    fn ingress(&mut self, _cx: &mut FrameContext<'_>, _port: usize, _frame: &mut Vec<u8>) -> Verdict {
+    fn ingress(
+        &mut self,
+        _cx: &mut FrameContext<'_>,
+        _port: usize,
+        _frame: &mut Vec<u8>,
+    ) -> Verdict {
         Verdict::Pass
     }
 
     /// Look at a frame smoltcp sends on `port` before the link does.
-    fn egress(&mut self, _cx: &mut FrameContext<'_>, _port: usize, _frame: &mut Vec<u8>) -> Verdict {
+    fn egress(
+        &mut self,
+        _cx: &mut FrameContext<'_>,
+        _port: usize,
+        _frame: &mut Vec<u8>,
+    ) -> Verdict {
         Verdict::Pass
     }
 
     /// Answer a role-specific control command (`args[0]` is the command).
     fn control(&mut self, _cx: &mut Context<'_>, _id: u64, _args: &[String]) -> ControlReply {
         ControlReply::Unknown
+    }
+
+    /// Whether the node checks every received frame's structure (Ethernet,
+    /// IP and transport header lengths) before the role's ingress sees it,
+    /// dropping and counting malformed frames by reason. Endpoints want this;
+    /// a role that forwards protocols smoltcp does not know turns it off.
+    fn validate_ingress(&self) -> bool {
+        true
     }
 
     /// Whether the role is ready to serve (reported by `ctl ping`).
@@ -215,7 +236,12 @@ pub struct Node<L, R> {
 
 impl<L: Link, R: Role> Node<L, R> {
     /// Build a node from its ports and role at time `now`.
-    pub fn new(name: impl Into<String>, ports: Vec<(PortConfig, L)>, role: R, now: Instant) -> Self {
+    pub fn new(
+        name: impl Into<String>,
+        ports: Vec<(PortConfig, L)>,
+        role: R,
+        now: Instant,
+    ) -> Self {
         let (stacks, links) = ports
             .into_iter()
             .map(|(cfg, link)| (PortStack::new(&cfg, now), link))
@@ -408,6 +434,13 @@ impl<L: Link, R: Role> Node<L, R> {
                     p.dev.recycle(buf);
                     continue;
                 }
+                if self.role.validate_ingress() {
+                    if let Err(reason) = check_frame(&buf) {
+                        self.stats.drop(reason);
+                        p.dev.recycle(buf);
+                        continue;
+                    }
+                }
                 let mut fcx = FrameContext {
                     now,
                     stats: &mut self.stats,
@@ -471,6 +504,30 @@ impl<L: Link, R: Role> Node<L, R> {
             any = true;
         }
         Ok(any)
+    }
+}
+
+/// Structural check of a received frame: the reason it must be dropped, if any.
+///
+/// smoltcp drops malformed frames silently; checking here first gives every
+/// drop a counter. Checksums are left to smoltcp.
+pub fn check_frame(frame: &[u8]) -> Result<(), &'static str> {
+    use etherparse::err::packet::SliceError;
+    match u16::from_be_bytes([frame[12], frame[13]]) {
+        0x0806 if frame.len() >= 14 + 28 => Ok(()),
+        0x0806 => Err("malformed_arp"),
+        0x0800 | 0x86dd => match etherparse::SlicedPacket::from_ethernet(frame) {
+            Ok(_) => Ok(()),
+            Err(SliceError::Len(_)) => Err("malformed_truncated"),
+            Err(SliceError::Ipv4(_) | SliceError::Ipv4Exts(_)) => Err("malformed_ipv4"),
+            Err(SliceError::Ipv6(_) | SliceError::Ipv6Exts(_) | SliceError::Ip(_)) => {
+                Err("malformed_ipv6")
+            }
+            Err(SliceError::Tcp(_)) => Err("malformed_tcp"),
+            Err(_) => Err("malformed_other"),
+        },
+        0x8100 | 0x88a8 => Err("vlan_unsupported"),
+        _ => Err("unknown_ethertype"),
     }
 }
 

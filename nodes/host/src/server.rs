@@ -1,0 +1,405 @@
+//! The host's TCP services: the HTTP server and the discard sink.
+//!
+//! smoltcp has no `accept()`: a [`Pool`] keeps a few sockets listening on a
+//! port and notices when one of them leaves `Listen` — that socket *is* the
+//! new connection — then arms a fresh listener. At `max_connections` it stops
+//! re-arming, so further SYNs are refused with a reset by smoltcp.
+//!
+//! What the HTTP server answers:
+//!
+//! | request | answer |
+//! |---|---|
+//! | `GET`/`HEAD` any path | 200, `body_size` bytes: `instance=<name>\n` then `x` filler |
+//! | `GET /bytes/<n>` | 200, `n` bytes of the pattern [`pattern_byte`], streamed |
+//! | `POST /echo` | 200, the request body back |
+//! | `POST` any other path | 200, `received <n> bytes\n` |
+//! | other methods | 405 with `Allow` |
+//!
+//! Every answer carries `X-Instance: <name>` and `Server: svcroute-host`.
+
+use std::rc::Rc;
+
+use serde_json::{json, Value};
+use smoltcp::iface::{SocketHandle, SocketSet};
+use smoltcp::socket::tcp;
+use smoltcp::time::{Duration, Instant};
+use svcroute_stack::http::{Body, Limits, ReceivedRequest, Response, ServerConn, ServerEvent};
+use svcroute_stack::runtime::Context;
+use svcroute_stack::stats::Counters;
+
+use crate::HostConfig;
+
+/// Byte `i` of the body served by `GET /bytes/<n>`: a period-251 pattern, so
+/// a client can check any slice of it without holding the whole body.
+pub fn pattern_byte(i: u64) -> u8 {
+    (i % 251) as u8
+}
+
+/// 64 KiB of the pattern plus one period, so any offset has a 64 KiB slice.
+fn pattern_block() -> Rc<[u8]> {
+    (0..(64 * 1024 + 251) as u64).map(pattern_byte).collect()
+}
+
+/// How often idle connections are looked for.
+const SWEEP: Duration = Duration::from_secs(1);
+
+/// Listening sockets on one TCP port of one interface.
+#[derive(Debug)]
+pub(crate) struct Pool {
+    port: u16,
+    want: usize,
+    max: usize,
+    rx: usize,
+    tx: usize,
+    listening: Vec<SocketHandle>,
+    /// Connections handed out and not yet released.
+    active: usize,
+}
+
+impl Pool {
+    pub(crate) fn new(port: u16, cfg: &HostConfig) -> Self {
+        Self {
+            port,
+            want: cfg.listeners,
+            max: cfg.max_connections,
+            rx: cfg.tcp_rx_buffer,
+            tx: cfg.tcp_tx_buffer,
+            listening: Vec::new(),
+            active: 0,
+        }
+    }
+
+    /// Sockets that left `Listen` since the last call; listeners re-armed.
+    pub(crate) fn accept(&mut self, sockets: &mut SocketSet<'static>, stats: &mut Counters) -> Vec<SocketHandle> {
+        let mut new = Vec::new();
+        self.listening.retain(|&h| {
+            let s = sockets.get::<tcp::Socket>(h);
+            if s.state() == tcp::State::Listen {
+                true
+            } else {
+                new.push(h);
+                false
+            }
+        });
+        self.active += new.len();
+        while self.listening.len() < self.want {
+            if self.active + self.listening.len() >= self.max {
+                stats.bump("tcp.connection_limit");
+                break;
+            }
+            let mut s = tcp::Socket::new(
+                tcp::SocketBuffer::new(vec![0; self.rx]),
+                tcp::SocketBuffer::new(vec![0; self.tx]),
+            );
+            if s.listen(self.port).is_err() {
+                break;
+            }
+            s.set_nagle_enabled(false);
+            s.set_timeout(Some(Duration::from_secs(60)));
+            self.listening.push(sockets.add(s));
+        }
+        new
+    }
+
+    /// A connection socket is gone (removed from the set).
+    pub(crate) fn release(&mut self) {
+        self.active = self.active.saturating_sub(1);
+    }
+}
+
+#[derive(Debug)]
+struct Conn {
+    handle: SocketHandle,
+    http: ServerConn,
+    last: Instant,
+    /// Remaining bytes of a streamed `/bytes/<n>` body: (next offset, end).
+    stream: Option<(u64, u64)>,
+}
+
+#[derive(Debug)]
+struct PortServer {
+    http: Option<Pool>,
+    conns: Vec<Conn>,
+    discard: Option<Pool>,
+    sinks: Vec<SocketHandle>,
+    /// Sockets closed by us, removed from the set once fully closed.
+    closing: Vec<SocketHandle>,
+}
+
+/// The HTTP server and discard sink of every port.
+#[derive(Debug)]
+pub struct Server {
+    cfg: HostConfig,
+    instance: String,
+    body: Rc<[u8]>,
+    pattern: Rc<[u8]>,
+    limits: Limits,
+    ports: Vec<PortServer>,
+    next_sweep: Option<Instant>,
+    requests: u64,
+}
+
+impl Server {
+    pub(crate) fn new(cfg: &HostConfig, instance: String) -> Self {
+        let mut body = format!("instance={instance}\n").into_bytes();
+        if cfg.body_size > body.len() {
+            body.resize(cfg.body_size - 1, b'x');
+            body.push(b'\n');
+        } else {
+            body.truncate(cfg.body_size);
+        }
+        Self {
+            limits: Limits {
+                max_head_bytes: cfg.max_header_bytes,
+                max_body_bytes: cfg.max_body_bytes as u64,
+                ..Limits::default()
+            },
+            cfg: cfg.clone(),
+            instance,
+            body: body.into(),
+            pattern: pattern_block(),
+            ports: Vec::new(),
+            next_sweep: None,
+            requests: 0,
+        }
+    }
+
+    /// Requests answered so far.
+    pub fn requests(&self) -> u64 {
+        self.requests
+    }
+
+    /// The instance name served.
+    pub fn instance(&self) -> &str {
+        &self.instance
+    }
+
+    pub(crate) fn start(&mut self, cx: &mut Context<'_>) {
+        for _ in cx.ports.iter() {
+            self.ports.push(PortServer {
+                http: (self.cfg.http_port != 0).then(|| Pool::new(self.cfg.http_port, &self.cfg)),
+                conns: Vec::new(),
+                discard: (self.cfg.discard_port != 0).then(|| Pool::new(self.cfg.discard_port, &self.cfg)),
+                sinks: Vec::new(),
+                closing: Vec::new(),
+            });
+        }
+        self.poll(cx);
+    }
+
+    pub(crate) fn poll(&mut self, cx: &mut Context<'_>) -> bool {
+        let now = cx.now;
+        let sweep = self.next_sweep.is_some_and(|t| t <= now);
+        if sweep || self.next_sweep.is_none() {
+            self.next_sweep = Some(now + SWEEP);
+        }
+        let mut any = false;
+        for (ps, port) in self.ports.iter_mut().zip(cx.ports.iter_mut()) {
+            let sockets = &mut port.sockets;
+            if let Some(pool) = &mut ps.http {
+                for handle in pool.accept(sockets, cx.stats) {
+                    cx.stats.bump("http.connections");
+                    ps.conns.push(Conn { handle, http: ServerConn::new(self.limits), last: now, stream: None });
+                    any = true;
+                }
+            }
+            if let Some(pool) = &mut ps.discard {
+                for h in pool.accept(sockets, cx.stats) {
+                    cx.stats.bump("discard.connections");
+                    ps.sinks.push(h);
+                    any = true;
+                }
+            }
+            let mut i = 0;
+            while i < ps.conns.len() {
+                let c = &mut ps.conns[i];
+                let sock = sockets.get_mut::<tcp::Socket>(c.handle);
+                let site = Site {
+                    body: &self.body,
+                    pattern: &self.pattern,
+                    instance: &self.instance,
+                    max_generated: self.cfg.max_generated_body as u64,
+                };
+                let (progress, closed) = serve(c, sock, now, &site, &mut self.requests, cx.stats);
+                any |= progress;
+                let idle = sweep && now - c.last > Duration::from_secs(self.cfg.idle_timeout_s);
+                if closed || idle {
+                    if idle {
+                        cx.stats.bump("http.idle_closed");
+                        sock.close();
+                    }
+                    ps.closing.push(c.handle);
+                    ps.conns.swap_remove(i);
+                    if let Some(pool) = &mut ps.http {
+                        pool.release();
+                    }
+                    continue;
+                }
+                i += 1;
+            }
+            ps.sinks.retain(|&h| {
+                let sock = sockets.get_mut::<tcp::Socket>(h);
+                let mut n = 0;
+                while sock.can_recv() {
+                    match sock.recv(|b| (b.len(), b.len())) {
+                        Ok(0) | Err(_) => break,
+                        Ok(k) => n += k,
+                    }
+                }
+                if n > 0 {
+                    cx.stats.add("discard.bytes", n as u64);
+                    any = true;
+                }
+                if !sock.may_recv() && sock.state() != tcp::State::SynReceived {
+                    sock.close();
+                    ps.closing.push(h);
+                    if let Some(pool) = &mut ps.discard {
+                        pool.release();
+                    }
+                    return false;
+                }
+                true
+            });
+            ps.closing.retain(|&h| {
+                if sockets.get::<tcp::Socket>(h).is_open() {
+                    return true;
+                }
+                sockets.remove(h);
+                false
+            });
+        }
+        any
+    }
+
+    pub(crate) fn poll_at(&self, _now: Instant) -> Option<Instant> {
+        self.ports.iter().any(|p| !p.conns.is_empty()).then_some(self.next_sweep).flatten()
+    }
+
+    /// Connections and requests, for `ctl server`.
+    pub fn summary(&self) -> Value {
+        json!({
+            "instance": self.instance,
+            "http_port": self.cfg.http_port,
+            "discard_port": self.cfg.discard_port,
+            "requests": self.requests,
+            "connections": self.ports.iter().map(|p| p.conns.len()).sum::<usize>(),
+            "sinks": self.ports.iter().map(|p| p.sinks.len()).sum::<usize>(),
+        })
+    }
+}
+
+/// What the server serves, borrowed for one connection's turn.
+struct Site<'a> {
+    body: &'a Rc<[u8]>,
+    pattern: &'a Rc<[u8]>,
+    instance: &'a str,
+    max_generated: u64,
+}
+
+/// Drive one HTTP connection; returns (made progress, connection over).
+fn serve(
+    c: &mut Conn,
+    sock: &mut tcp::Socket<'_>,
+    now: Instant,
+    site: &Site<'_>,
+    requests: &mut u64,
+    stats: &mut Counters,
+) -> (bool, bool) {
+    let mut any = false;
+    loop {
+        if let Some((off, end)) = c.stream {
+            any |= stream_pattern(c, sock, site.pattern, off, end);
+            if c.stream.is_some() {
+                return (any, false);
+            }
+        }
+        match c.http.poll(sock) {
+            ServerEvent::Request(req) => {
+                any = true;
+                c.last = now;
+                *requests += 1;
+                stats.bump("http.requests");
+                let (resp, stream) = answer(&req, site);
+                stats.bump(status_counter(resp.status));
+                c.stream = stream;
+                if c.http.respond(resp).is_err() {
+                    // ServerConn handed out a request, so a response is due:
+                    // this cannot happen; count rather than panic.
+                    stats.drop("http_state");
+                    return (any, true);
+                }
+            }
+            ServerEvent::Error(e) => {
+                any = true;
+                stats.drop(match e.status() {
+                    400 => "http_400_bad_request",
+                    413 => "http_413_body_too_large",
+                    431 => "http_431_header_too_large",
+                    501 => "http_501_not_implemented",
+                    505 => "http_505_version",
+                    _ => "http_protocol_error",
+                });
+            }
+            ServerEvent::Idle => return (any, false),
+            ServerEvent::Closed => return (true, true),
+        }
+    }
+}
+
+fn stream_pattern(c: &mut Conn, sock: &mut tcp::Socket<'_>, pattern: &Rc<[u8]>, mut off: u64, end: u64) -> bool {
+    let mut any = false;
+    while off < end {
+        let start = (off % 251) as usize;
+        let len = ((end - off) as usize).min(64 * 1024);
+        let n = c.http.write_body(sock, &pattern[start..start + len]);
+        if n == 0 {
+            break;
+        }
+        any = true;
+        off += n as u64;
+    }
+    if off >= end && c.http.finish_body(sock) {
+        c.stream = None;
+    } else {
+        c.stream = Some((off, end));
+    }
+    any
+}
+
+fn status_counter(status: u16) -> &'static str {
+    match status {
+        200..=299 => "http.status_2xx",
+        300..=399 => "http.status_3xx",
+        400..=499 => "http.status_4xx",
+        _ => "http.status_5xx",
+    }
+}
+
+/// The response to `req` and, for `/bytes/<n>`, the body to stream.
+fn answer(req: &ReceivedRequest, site: &Site<'_>) -> (Response, Option<(u64, u64)>) {
+    let h = &req.head;
+    let path = h.target.split('?').next().unwrap_or("");
+    let base = |status| {
+        Response::new(status)
+            .with_header("Server", "svcroute-host")
+            .with_header("X-Instance", site.instance)
+            .with_header("Content-Type", "text/plain")
+    };
+    match h.method.as_str() {
+        "GET" | "HEAD" => match path.strip_prefix("/bytes/").map(str::parse::<u64>) {
+            Some(Ok(0)) => (base(200), None),
+            Some(Ok(n)) if n <= site.max_generated => (
+                base(200).with_body(Body::Streamed { length: Some(n) }),
+                (!h.is_head()).then_some((0, n)),
+            ),
+            Some(_) => (base(400).with_body(format!("bad length in {path}\n").into_bytes()), None),
+            None => (base(200).with_body(Body::Shared(site.body.clone())), None),
+        },
+        "POST" if path == "/echo" => (base(200).with_body(req.body.clone()), None),
+        "POST" => (base(200).with_body(format!("received {} bytes\n", req.body.len()).into_bytes()), None),
+        _ => (
+            base(405).with_header("Allow", "GET, HEAD, POST").with_body(&b"method not allowed\n"[..]),
+            None,
+        ),
+    }
+}

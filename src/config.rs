@@ -1,0 +1,216 @@
+//! Node configuration files (`svcroute run <role> -c node.toml`).
+//!
+//! ```toml
+//! name = "h1"                          # node name (control socket, logs)
+//!
+//! [[port]]                             # one per TAP
+//! tap = "h1-0"                         # existing TAP device (≤ 15 bytes)
+//! name = "eth0"                        # optional, default eth<index>
+//! mac = "02:00:00:00:00:01"            # optional, derived from name + index
+//! addrs = ["10.0.1.2/24", "fd00:1::2/64"]
+//! gateways = ["10.0.1.1", "fd00:1::1"] # optional default routes
+//! offload = false                      # optional virtio-net offloads
+//! max_burst = 0                        # optional TCP segments per poll (0: no limit)
+//!
+//! [host]                               # the role's own section, named after the role
+//! ```
+//!
+//! Unknown keys are errors; every error names the file, the key and the line.
+
+use std::path::Path;
+
+use anyhow::{bail, Context as _, Result};
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use smoltcp::wire::{EthernetAddress, IpAddress, IpCidr};
+use svcroute_stack::runtime::{PortConfig, MAX_ADDRS};
+
+/// One `[[port]]` entry.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PortFile {
+    pub(crate) tap: String,
+    #[serde(default)]
+    pub(crate) name: Option<String>,
+    #[serde(default)]
+    pub(crate) mac: Option<String>,
+    #[serde(default)]
+    pub(crate) addrs: Vec<String>,
+    #[serde(default)]
+    pub(crate) gateways: Vec<String>,
+    #[serde(default)]
+    pub(crate) offload: bool,
+    #[serde(default)]
+    pub(crate) max_burst: usize,
+}
+
+/// A whole node file for the role whose section is `R`.
+pub(crate) trait NodeFile: DeserializeOwned {
+    /// The node name.
+    fn name(&self) -> &str;
+    /// The ports.
+    fn ports(&self) -> &[PortFile];
+}
+
+/// Define the file struct of one role: `name`, `[[port]]` and `[<role>]`.
+macro_rules! node_file {
+    ($file:ident, $field:ident, $cfg:ty) => {
+        #[derive(Debug, serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub(crate) struct $file {
+            pub(crate) name: String,
+            #[serde(rename = "port", default)]
+            pub(crate) ports: Vec<$crate::config::PortFile>,
+            #[serde(default)]
+            pub(crate) $field: $cfg,
+        }
+        impl $crate::config::NodeFile for $file {
+            fn name(&self) -> &str {
+                &self.name
+            }
+            fn ports(&self) -> &[$crate::config::PortFile] {
+                &self.ports
+            }
+        }
+    };
+}
+
+node_file!(HostFile, host, svcroute_host::HostConfig);
+
+/// Read and validate a node file.
+pub(crate) fn load<F: NodeFile>(path: &Path) -> Result<F> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let file: F = toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    validate_name(file.name()).with_context(|| format!("{}: key `name`", path.display()))?;
+    if file.ports().is_empty() {
+        bail!("{}: no [[port]]: a node needs at least one TAP", path.display());
+    }
+    for (i, p) in file.ports().iter().enumerate() {
+        port_config(file.name(), i, p).with_context(|| format!("{}: [[port]] #{}", path.display(), i + 1))?;
+    }
+    Ok(file)
+}
+
+/// Parse and validate a node file held in memory (`svcroute lab` generates
+/// them); `origin` names it in errors, like the path does for [`load`].
+pub(crate) fn parse_str<F: NodeFile>(text: &str, origin: &str) -> Result<F> {
+    let file: F = toml::from_str(text).map_err(|e| anyhow::anyhow!("{origin}: {e}"))?;
+    validate_name(file.name()).with_context(|| format!("{origin}: key `name`"))?;
+    if file.ports().is_empty() {
+        bail!("{origin}: no [[port]]: a node needs at least one TAP");
+    }
+    for (i, p) in file.ports().iter().enumerate() {
+        port_config(file.name(), i, p).with_context(|| format!("{origin}: [[port]] #{}", i + 1))?;
+    }
+    Ok(file)
+}
+
+/// Node names become socket and log file names.
+pub(crate) fn validate_name(name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 32
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if !ok {
+        bail!("node name {name:?} must be 1..32 of [A-Za-z0-9_-]");
+    }
+    Ok(())
+}
+
+/// Turn a port entry into the runtime's port config (MTU filled in later from
+/// the link).
+pub(crate) fn port_config(node: &str, index: usize, p: &PortFile) -> Result<PortConfig> {
+    if p.tap.is_empty() || p.tap.len() > 15 {
+        bail!("key `tap`: {:?} must be a 1..15 byte interface name", p.tap);
+    }
+    let mac = match &p.mac {
+        Some(m) => m
+            .parse::<EthernetAddress>()
+            .ok()
+            .filter(|m| m.is_unicast())
+            .with_context(|| format!("key `mac`: {m:?} is not a unicast MAC address"))?,
+        None => derived_mac(node, index),
+    };
+    if p.addrs.len() > MAX_ADDRS {
+        bail!("key `addrs`: at most {MAX_ADDRS} addresses per port");
+    }
+    let addrs = p
+        .addrs
+        .iter()
+        .map(|a| {
+            a.parse::<IpCidr>()
+                .ok()
+                .with_context(|| format!("key `addrs`: {a:?} is not an address/prefix"))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let gateways = p
+        .gateways
+        .iter()
+        .map(|a| {
+            a.parse::<IpAddress>()
+                .ok()
+                .with_context(|| format!("key `gateways`: {a:?} is not an IP address"))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(PortConfig {
+        name: p.name.clone().unwrap_or_else(|| format!("eth{index}")),
+        mac,
+        addrs,
+        gateways,
+        mtu: 1500,
+        max_burst: (p.max_burst > 0).then_some(p.max_burst),
+    })
+}
+
+/// A stable locally administered MAC from node name and port index.
+pub(crate) fn derived_mac(node: &str, index: usize) -> EthernetAddress {
+    let mut h: u32 = 0x811c_9dc5;
+    for b in node.bytes() {
+        h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
+    }
+    let h = h.to_be_bytes();
+    EthernetAddress([0x02, h[0], h[1], h[2], h[3], index as u8])
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    fn parse(text: &str) -> Result<HostFile> {
+        let dir = std::env::temp_dir().join(format!("svcroute-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        let p = dir.join(format!("{:x}.toml", text.len() * 31 + text.as_bytes()[0] as usize));
+        std::fs::write(&p, text)?;
+        let r = load::<HostFile>(&p);
+        let _ = std::fs::remove_file(&p);
+        r
+    }
+
+    #[test]
+    fn a_good_file_loads() {
+        let f = parse(
+            "name = \"h1\"\n[[port]]\ntap = \"h1-0\"\naddrs = [\"10.0.0.2/24\", \"fd00::2/64\"]\n\
+             gateways = [\"10.0.0.1\"]\n[host]\nbody_size = 10\n",
+        )
+        .unwrap();
+        assert_eq!(f.name, "h1");
+        assert_eq!(f.host.body_size, 10);
+        let pc = port_config(&f.name, 0, &f.ports[0]).unwrap();
+        assert_eq!(pc.addrs.len(), 2);
+        assert_eq!(pc.mac, derived_mac("h1", 0));
+    }
+
+    #[test]
+    fn errors_name_the_key_and_line() {
+        let e = parse("name = \"h1\"\n[[port]]\ntap = \"h1-0\"\nadrs = []\n").unwrap_err();
+        let msg = format!("{e:#}");
+        assert!(msg.contains("adrs") && msg.contains("line 4"), "{msg}");
+        let e = parse("name = \"h1\"\n[[port]]\ntap = \"h1-0\"\naddrs = [\"10.0.0.300/24\"]\n")
+            .unwrap_err();
+        assert!(format!("{e:#}").contains("10.0.0.300/24"), "{e:#}");
+        let e = parse("name = \"h 1\"\n[[port]]\ntap = \"x\"\n").unwrap_err();
+        assert!(format!("{e:#}").contains("name"), "{e:#}");
+        let e = parse("name = \"h1\"\n").unwrap_err();
+        assert!(format!("{e:#}").contains("port"), "{e:#}");
+    }
+}
