@@ -84,10 +84,14 @@ pub(crate) fn load<F: NodeFile>(path: &Path) -> Result<F> {
     let file: F = toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     validate_name(file.name()).with_context(|| format!("{}: key `name`", path.display()))?;
     if file.ports().is_empty() {
-        bail!("{}: no [[port]]: a node needs at least one TAP", path.display());
+        bail!(
+            "{}: no [[port]]: a node needs at least one TAP",
+            path.display()
+        );
     }
     for (i, p) in file.ports().iter().enumerate() {
-        port_config(file.name(), i, p).with_context(|| format!("{}: [[port]] #{}", path.display(), i + 1))?;
+        port_config(file.name(), i, p)
+            .with_context(|| format!("{}: [[port]] #{}", path.display(), i + 1))?;
     }
     Ok(file)
 }
@@ -110,7 +114,9 @@ pub(crate) fn parse_str<F: NodeFile>(text: &str, origin: &str) -> Result<F> {
 pub(crate) fn validate_name(name: &str) -> Result<()> {
     let ok = !name.is_empty()
         && name.len() <= 32
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
     if !ok {
         bail!("node name {name:?} must be 1..32 of [A-Za-z0-9_-]");
     }
@@ -179,7 +185,10 @@ mod test {
     fn parse(text: &str) -> Result<HostFile> {
         let dir = std::env::temp_dir().join(format!("svcroute-cfg-{}", std::process::id()));
         std::fs::create_dir_all(&dir)?;
-        let p = dir.join(format!("{:x}.toml", text.len() * 31 + text.as_bytes()[0] as usize));
+        let p = dir.join(format!(
+            "{:x}.toml",
+            text.len() * 31 + text.as_bytes()[0] as usize
+        ));
         std::fs::write(&p, text)?;
         let r = load::<HostFile>(&p);
         let _ = std::fs::remove_file(&p);

@@ -93,9 +93,19 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     let r = match cli.cmd {
-        Cmd::Run { role, config, pcap, ctl } => run(role, &config, pcap.as_deref(), ctl),
+        Cmd::Run {
+            role,
+            config,
+            pcap,
+            ctl,
+        } => run(role, &config, pcap.as_deref(), ctl),
         Cmd::Check { role, config } => check(role, &config),
-        Cmd::Ctl { node, json, timeout, args } => ctl(&node, &args, json, timeout),
+        Cmd::Ctl {
+            node,
+            json,
+            timeout,
+            args,
+        } => ctl(&node, &args, json, timeout),
         Cmd::Lab(args) => lab::main(args),
     };
     match r {
@@ -111,7 +121,9 @@ fn check(role: RoleName, path: &Path) -> Result<()> {
     match role {
         RoleName::Host => {
             let f: config::HostFile = config::load(path)?;
-            f.host.validate().map_err(|e| anyhow::anyhow!("{}: [host]: {e}", path.display()))?;
+            f.host
+                .validate()
+                .map_err(|e| anyhow::anyhow!("{}: [host]: {e}", path.display()))?;
         }
     }
     println!("{}: ok", path.display());
@@ -166,9 +178,18 @@ fn run_node<F: NodeFile, R: Role>(
     }
     let control = ctl.unwrap_or_else(|| Path::new(CTL_DIR).join(format!("{}.sock", file.name())));
     let mut node = Node::new(file.name(), ports, role, smoltcp::time::Instant::ZERO);
-    log::info!("node {} up, control socket {}", file.name(), control.display());
-    let exit = runtime::run(&mut node, &RunOptions { control: Some(control) })
-        .context("node stopped on an I/O error")?;
+    log::info!(
+        "node {} up, control socket {}",
+        file.name(),
+        control.display()
+    );
+    let exit = runtime::run(
+        &mut node,
+        &RunOptions {
+            control: Some(control),
+        },
+    )
+    .context("node stopped on an I/O error")?;
     log::info!("node {} stopped ({exit:?})", file.name());
     Ok(())
 }
@@ -186,10 +207,17 @@ pub(crate) fn ctl_path(node: &str) -> Result<PathBuf> {
     let found = lab::find_node_socket(node);
     match found.len() {
         1 => Ok(found.into_iter().next().unwrap_or(direct)),
-        0 => bail!("no running node {node:?} (no {} and no lab node of that name)", direct.display()),
+        0 => bail!(
+            "no running node {node:?} (no {} and no lab node of that name)",
+            direct.display()
+        ),
         _ => bail!(
             "node name {node:?} is in several labs; give the socket path: {}",
-            found.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+            found
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
     }
 }
@@ -214,7 +242,11 @@ fn render(v: &Value) -> String {
         match v {
             Value::Object(m) => {
                 for (k, v) in m {
-                    let key = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+                    let key = if prefix.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{prefix}.{k}")
+                    };
                     walk(&key, v, out);
                 }
             }
@@ -243,5 +275,7 @@ fn render(v: &Value) -> String {
     let mut rows = Vec::new();
     walk("", v, &mut rows);
     let w = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
-    rows.iter().map(|(k, v)| format!("{k:<w$}  {v}\n")).collect()
+    rows.iter()
+        .map(|(k, v)| format!("{k:<w$}  {v}\n"))
+        .collect()
 }

@@ -52,7 +52,10 @@ impl ControlServer {
             if UnixStream::connect(path).is_ok() {
                 return Err(io::Error::new(
                     io::ErrorKind::AddrInUse,
-                    format!("control socket {} is served by a running node", path.display()),
+                    format!(
+                        "control socket {} is served by a running node",
+                        path.display()
+                    ),
                 ));
             }
             std::fs::remove_file(path)?;
@@ -71,12 +74,20 @@ impl ControlServer {
     /// The descriptors to wait on.
     pub fn fds(&self, out: &mut Vec<RawFd>) {
         out.push(self.listener.as_raw_fd());
-        out.extend(self.conns.iter().filter(|c| !c.waiting).map(|c| c.stream.as_raw_fd()));
+        out.extend(
+            self.conns
+                .iter()
+                .filter(|c| !c.waiting)
+                .map(|c| c.stream.as_raw_fd()),
+        );
     }
 
     /// Accept connections, read requests, and answer each through `handle`
     /// (which returns `None` when the answer comes later via [`Self::reply`]).
-    pub fn poll(&mut self, mut handle: impl FnMut(u64, &Request) -> Option<Value>) -> io::Result<()> {
+    pub fn poll(
+        &mut self,
+        mut handle: impl FnMut(u64, &Request) -> Option<Value>,
+    ) -> io::Result<()> {
         loop {
             match self.listener.accept() {
                 Ok((stream, _)) => {
@@ -87,7 +98,12 @@ impl ControlServer {
                     stream.set_nonblocking(true)?;
                     let id = self.next_id;
                     self.next_id += 1;
-                    self.conns.push(Conn { id, stream, buf: Vec::new(), waiting: false });
+                    self.conns.push(Conn {
+                        id,
+                        stream,
+                        buf: Vec::new(),
+                        waiting: false,
+                    });
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) => return Err(e),
@@ -132,7 +148,9 @@ impl ControlServer {
         text.push(b'\n');
         // Answers are small; a client that cannot take them in a second loses them.
         let _ = c.stream.set_nonblocking(false);
-        let _ = c.stream.set_write_timeout(Some(std::time::Duration::from_secs(1)));
+        let _ = c
+            .stream
+            .set_write_timeout(Some(std::time::Duration::from_secs(1)));
         if let Err(e) = c.stream.write_all(&text) {
             log::debug!("control: answer lost: {e}");
         }
@@ -163,7 +181,10 @@ fn read_line(c: &mut Conn) -> io::Result<Option<String>> {
                     return Ok(Some(String::from_utf8_lossy(&c.buf[..pos]).into_owned()));
                 }
                 if c.buf.len() > MAX_REQUEST {
-                    return Err(io::Error::new(io::ErrorKind::InvalidData, "request too long"));
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        "request too long",
+                    ));
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
@@ -183,7 +204,10 @@ pub fn request(path: &Path, args: &[String], timeout: std::time::Duration) -> io
     let mut out = Vec::new();
     s.read_to_end(&mut out)?;
     serde_json::from_slice(&out).map_err(|e| {
-        io::Error::new(io::ErrorKind::InvalidData, format!("bad answer from {}: {e}", path.display()))
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("bad answer from {}: {e}", path.display()),
+        )
     })
 }
 
@@ -198,7 +222,11 @@ mod test {
         let mut srv = ControlServer::bind(&path).unwrap();
         let p2 = path.clone();
         let client = std::thread::spawn(move || {
-            request(&p2, &["stats".into(), "--json".into()], std::time::Duration::from_secs(5))
+            request(
+                &p2,
+                &["stats".into(), "--json".into()],
+                std::time::Duration::from_secs(5),
+            )
         });
         let mut seen = None;
         for _ in 0..500 {

@@ -85,10 +85,13 @@ impl JobSpec {
             match flag.as_str() {
                 "--requests" | "-n" => spec.requests = value("--requests", MAX_REQUESTS)?.max(1),
                 "--concurrency" | "-c" => {
-                    spec.concurrency = value("--concurrency", MAX_CONCURRENCY as u64)?.max(1) as usize;
+                    spec.concurrency =
+                        value("--concurrency", MAX_CONCURRENCY as u64)?.max(1) as usize;
                 }
                 "--body-size" => spec.body_size = value("--body-size", 1 << 30)? as usize,
-                "--timeout-ms" => spec.timeout = Duration::from_millis(value("--timeout-ms", 3_600_000)?.max(1)),
+                "--timeout-ms" => {
+                    spec.timeout = Duration::from_millis(value("--timeout-ms", 3_600_000)?.max(1));
+                }
                 "--close" => spec.close = true,
                 "--verify" => spec.verify = true,
                 other => return Err(format!("unknown option {other:?}")),
@@ -169,7 +172,10 @@ impl Clients {
     /// Start a job; its result is sent to control request `ctl_id`.
     pub fn start_job(&mut self, cx: &mut Context<'_>, ctl_id: u64, spec: JobSpec) {
         if self.jobs.len() >= MAX_JOBS {
-            cx.replies.push((ctl_id, json!({ "error": format!("{MAX_JOBS} jobs already running") })));
+            cx.replies.push((
+                ctl_id,
+                json!({ "error": format!("{MAX_JOBS} jobs already running") }),
+            ));
             return;
         }
         cx.stats.bump("client.jobs");
@@ -208,7 +214,11 @@ impl Clients {
         );
         sock.set_nagle_enabled(false);
         let local = self.next_port;
-        self.next_port = if self.next_port == u16::MAX { 49152 } else { self.next_port + 1 };
+        self.next_port = if self.next_port == u16::MAX {
+            49152
+        } else {
+            self.next_port + 1
+        };
         let remote = IpEndpoint::new(job.spec.url.addr, job.spec.url.port);
         sock.connect(p.iface.context(), remote, local)
             .map_err(|e| format!("connect to {remote} from port {}: {e}", p.name))?;
@@ -243,7 +253,9 @@ impl Clients {
                     continue;
                 }
                 let slot = job.slots.swap_remove(i);
-                let sock = cx.ports[slot.port].sockets.get_mut::<tcp::Socket>(slot.handle);
+                let sock = cx.ports[slot.port]
+                    .sockets
+                    .get_mut::<tcp::Socket>(slot.handle);
                 sock.close();
                 self.closing.push((slot.port, slot.handle));
                 if job.sent < job.spec.requests {
@@ -261,7 +273,10 @@ impl Clients {
                 return true;
             }
             for s in job.slots.drain(..) {
-                cx.ports[s.port].sockets.get_mut::<tcp::Socket>(s.handle).close();
+                cx.ports[s.port]
+                    .sockets
+                    .get_mut::<tcp::Socket>(s.handle)
+                    .close();
                 self.closing.push((s.port, s.handle));
             }
             cx.replies.push((job.ctl_id, job.result(cx.now)));
@@ -334,14 +349,18 @@ impl Job {
         let mut any = false;
         loop {
             let s = &mut self.slots[i];
-            if now - s.since > self.spec.timeout {
+            if now - s.since >= self.spec.timeout {
                 sock.abort();
                 self.fail("timeout");
                 return (true, true);
             }
             if sock.state() == tcp::State::Closed {
                 if s.in_flight() {
-                    let why = if s.status == 0 { "connect_or_reset" } else { "closed_mid_response" };
+                    let why = if s.status == 0 {
+                        "connect_or_reset"
+                    } else {
+                        "closed_mid_response"
+                    };
                     self.fail(why);
                 }
                 return (true, true);
@@ -354,15 +373,24 @@ impl Job {
                         let headers: serde_json::Map<String, Value> = h
                             .headers
                             .iter()
-                            .map(|f| (f.name.to_ascii_lowercase(), json!(String::from_utf8_lossy(&f.value))))
+                            .map(|f| {
+                                (
+                                    f.name.to_ascii_lowercase(),
+                                    json!(String::from_utf8_lossy(&f.value)),
+                                )
+                            })
                             .collect();
-                        self.sample = Some(json!({ "status": h.status, "headers": headers, "body": "" }));
+                        self.sample =
+                            Some(json!({ "status": h.status, "headers": headers, "body": "" }));
                     }
                 }
                 ClientEvent::Data(d) => {
                     any = true;
                     if self.spec.verify && s.good {
-                        s.good = d.iter().enumerate().all(|(k, &b)| b == pattern_byte(s.got + k as u64));
+                        s.good = d
+                            .iter()
+                            .enumerate()
+                            .all(|(k, &b)| b == pattern_byte(s.got + k as u64));
                     }
                     if let Some(sample) = &mut self.sample {
                         if let Some(Value::String(b)) = sample.get_mut("body") {
@@ -408,7 +436,11 @@ impl Job {
                 ClientEvent::Closed => {
                     let s = &self.slots[i];
                     if s.in_flight() {
-                        self.fail(if s.status == 0 { "closed_before_response" } else { "closed_mid_response" });
+                        self.fail(if s.status == 0 {
+                            "closed_before_response"
+                        } else {
+                            "closed_mid_response"
+                        });
                     }
                     return (true, true);
                 }
@@ -439,13 +471,22 @@ impl Job {
 /// The port to reach `dst` from: one with an address in the same subnet,
 /// else one with a default route of that family, else the first.
 fn route(ports: &[PortStack], dst: IpAddress) -> usize {
-    if let Some(i) = ports.iter().position(|p| p.iface.ip_addrs().iter().any(|c| c.contains_addr(&dst))) {
+    if let Some(i) = ports
+        .iter()
+        .position(|p| p.iface.ip_addrs().iter().any(|c| c.contains_addr(&dst)))
+    {
         return i;
     }
     ports
         .iter()
         .position(|p| {
-            p.gateways.iter().any(|g| matches!((g, dst), (IpAddress::Ipv4(_), IpAddress::Ipv4(_)) | (IpAddress::Ipv6(_), IpAddress::Ipv6(_))))
+            p.gateways.iter().any(|g| {
+                matches!(
+                    (g, dst),
+                    (IpAddress::Ipv4(_), IpAddress::Ipv4(_))
+                        | (IpAddress::Ipv6(_), IpAddress::Ipv6(_))
+                )
+            })
         })
         .unwrap_or(0)
 }
@@ -460,14 +501,29 @@ mod test {
 
     #[test]
     fn job_specs_parse_and_reject() {
-        let j = JobSpec::parse(&args("get http://10.0.0.20:8000/ --requests 100 -c 4 --verify")).unwrap();
-        assert_eq!((j.method, j.requests, j.concurrency, j.verify), ("GET", 100, 4, true));
-        let j = JobSpec::parse(&args("post http://[fd00::2]/echo --body-size 1000 --close")).unwrap();
-        assert_eq!((j.method, j.body_size, j.close, j.concurrency), ("POST", 1000, true, 1));
+        let j = JobSpec::parse(&args(
+            "get http://10.0.0.20:8000/ --requests 100 -c 4 --verify",
+        ))
+        .unwrap();
+        assert_eq!(
+            (j.method, j.requests, j.concurrency, j.verify),
+            ("GET", 100, 4, true)
+        );
+        let j =
+            JobSpec::parse(&args("post http://[fd00::2]/echo --body-size 1000 --close")).unwrap();
+        assert_eq!(
+            (j.method, j.body_size, j.close, j.concurrency),
+            ("POST", 1000, true, 1)
+        );
         // Concurrency never exceeds the requests.
         let j = JobSpec::parse(&args("get http://10.0.0.2/ -n 2 -c 50")).unwrap();
         assert_eq!(j.concurrency, 2);
-        assert_eq!(JobSpec::parse(&args("get http://10.0.0.2/bytes/77")).unwrap().expected_len(), Some(77));
+        assert_eq!(
+            JobSpec::parse(&args("get http://10.0.0.2/bytes/77"))
+                .unwrap()
+                .expected_len(),
+            Some(77)
+        );
         for bad in [
             "get",
             "put http://10.0.0.2/",

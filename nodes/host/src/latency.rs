@@ -78,7 +78,10 @@ mod test {
             l.record(v);
         }
         let s = l.summary();
-        assert_eq!((s.count, s.min, s.p50, s.p90, s.p99, s.max, s.mean), (100, 1, 50, 90, 99, 100, 50));
+        assert_eq!(
+            (s.count, s.min, s.p50, s.p90, s.p99, s.max, s.mean),
+            (100, 1, 50, 90, 99, 100, 50)
+        );
         assert_eq!(Latencies::default().summary(), Summary::default());
         let mut one = Latencies::default();
         one.record(7);

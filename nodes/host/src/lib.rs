@@ -110,14 +110,42 @@ impl HostConfig {
             if (lo..=hi).contains(&value) {
                 Ok(())
             } else {
-                Err(ConfigError::OutOfRange { key, value: value as u64, range })
+                Err(ConfigError::OutOfRange {
+                    key,
+                    value: value as u64,
+                    range,
+                })
             }
         };
         check("listeners", self.listeners, 1, 1024, "1..=1024")?;
-        check("max_connections", self.max_connections, 1, 65_536, "1..=65536")?;
-        check("tcp_rx_buffer", self.tcp_rx_buffer, 1024, 1 << 30, "1024..=2^30")?;
-        check("tcp_tx_buffer", self.tcp_tx_buffer, 1024, 1 << 30, "1024..=2^30")?;
-        check("max_header_bytes", self.max_header_bytes, 256, 1 << 20, "256..=2^20")?;
+        check(
+            "max_connections",
+            self.max_connections,
+            1,
+            65_536,
+            "1..=65536",
+        )?;
+        check(
+            "tcp_rx_buffer",
+            self.tcp_rx_buffer,
+            1024,
+            1 << 30,
+            "1024..=2^30",
+        )?;
+        check(
+            "tcp_tx_buffer",
+            self.tcp_tx_buffer,
+            1024,
+            1 << 30,
+            "1024..=2^30",
+        )?;
+        check(
+            "max_header_bytes",
+            self.max_header_bytes,
+            256,
+            1 << 20,
+            "256..=2^20",
+        )?;
         check("body_size", self.body_size, 0, 1 << 30, "0..=2^30")?;
         if let Some(i) = &self.instance {
             if i.is_empty() || i.len() > 64 || !i.bytes().all(|b| b.is_ascii_graphic()) {
@@ -154,9 +182,9 @@ impl Host {
         &self.server
     }
 
-    /// The client jobs (for tests).
-    pub fn clients(&mut self) -> &mut client::Clients {
-        &mut self.clients
+    /// Client jobs still running.
+    pub fn jobs_running(&self) -> usize {
+        self.clients.running()
     }
 
     fn poll_echo(&mut self, cx: &mut Context<'_>) -> bool {
@@ -194,10 +222,16 @@ impl Role for Host {
         self.server.start(cx);
         if self.cfg.udp_echo_port != 0 {
             for port in cx.ports.iter_mut() {
-                let mk = || udp::PacketBuffer::new(vec![udp::PacketMetadata::EMPTY; 64], vec![0; 64 * 2048]);
+                let mk = || {
+                    udp::PacketBuffer::new(vec![udp::PacketMetadata::EMPTY; 64], vec![0; 64 * 2048])
+                };
                 let mut sock = udp::Socket::new(mk(), mk());
                 // NOTE(unwrap): a fresh socket bound to a non-zero port cannot fail.
-                sock.bind(IpListenEndpoint { addr: None, port: self.cfg.udp_echo_port }).unwrap();
+                sock.bind(IpListenEndpoint {
+                    addr: None,
+                    port: self.cfg.udp_echo_port,
+                })
+                .unwrap();
                 self.echo.push(port.sockets.add(sock));
             }
         }
@@ -211,7 +245,10 @@ impl Role for Host {
     }
 
     fn poll_at(&self, now: smoltcp::time::Instant) -> Option<smoltcp::time::Instant> {
-        [self.server.poll_at(now), self.clients.poll_at(now)].into_iter().flatten().min()
+        [self.server.poll_at(now), self.clients.poll_at(now)]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     fn control(&mut self, cx: &mut Context<'_>, id: u64, args: &[String]) -> ControlReply {

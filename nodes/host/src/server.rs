@@ -70,7 +70,11 @@ impl Pool {
     }
 
     /// Sockets that left `Listen` since the last call; listeners re-armed.
-    pub(crate) fn accept(&mut self, sockets: &mut SocketSet<'static>, stats: &mut Counters) -> Vec<SocketHandle> {
+    pub(crate) fn accept(
+        &mut self,
+        sockets: &mut SocketSet<'static>,
+        stats: &mut Counters,
+    ) -> Vec<SocketHandle> {
         let mut new = Vec::new();
         self.listening.retain(|&h| {
             let s = sockets.get::<tcp::Socket>(h);
@@ -179,7 +183,8 @@ impl Server {
             self.ports.push(PortServer {
                 http: (self.cfg.http_port != 0).then(|| Pool::new(self.cfg.http_port, &self.cfg)),
                 conns: Vec::new(),
-                discard: (self.cfg.discard_port != 0).then(|| Pool::new(self.cfg.discard_port, &self.cfg)),
+                discard: (self.cfg.discard_port != 0)
+                    .then(|| Pool::new(self.cfg.discard_port, &self.cfg)),
                 sinks: Vec::new(),
                 closing: Vec::new(),
             });
@@ -199,7 +204,12 @@ impl Server {
             if let Some(pool) = &mut ps.http {
                 for handle in pool.accept(sockets, cx.stats) {
                     cx.stats.bump("http.connections");
-                    ps.conns.push(Conn { handle, http: ServerConn::new(self.limits), last: now, stream: None });
+                    ps.conns.push(Conn {
+                        handle,
+                        http: ServerConn::new(self.limits),
+                        last: now,
+                        stream: None,
+                    });
                     any = true;
                 }
             }
@@ -272,7 +282,11 @@ impl Server {
     }
 
     pub(crate) fn poll_at(&self, _now: Instant) -> Option<Instant> {
-        self.ports.iter().any(|p| !p.conns.is_empty()).then_some(self.next_sweep).flatten()
+        self.ports
+            .iter()
+            .any(|p| !p.conns.is_empty())
+            .then_some(self.next_sweep)
+            .flatten()
     }
 
     /// Connections and requests, for `ctl server`.
@@ -346,7 +360,13 @@ fn serve(
     }
 }
 
-fn stream_pattern(c: &mut Conn, sock: &mut tcp::Socket<'_>, pattern: &Rc<[u8]>, mut off: u64, end: u64) -> bool {
+fn stream_pattern(
+    c: &mut Conn,
+    sock: &mut tcp::Socket<'_>,
+    pattern: &Rc<[u8]>,
+    mut off: u64,
+    end: u64,
+) -> bool {
     let mut any = false;
     while off < end {
         let start = (off % 251) as usize;
@@ -392,13 +412,21 @@ fn answer(req: &ReceivedRequest, site: &Site<'_>) -> (Response, Option<(u64, u64
                 base(200).with_body(Body::Streamed { length: Some(n) }),
                 (!h.is_head()).then_some((0, n)),
             ),
-            Some(_) => (base(400).with_body(format!("bad length in {path}\n").into_bytes()), None),
+            Some(_) => (
+                base(400).with_body(format!("bad length in {path}\n").into_bytes()),
+                None,
+            ),
             None => (base(200).with_body(Body::Shared(site.body.clone())), None),
         },
         "POST" if path == "/echo" => (base(200).with_body(req.body.clone()), None),
-        "POST" => (base(200).with_body(format!("received {} bytes\n", req.body.len()).into_bytes()), None),
+        "POST" => (
+            base(200).with_body(format!("received {} bytes\n", req.body.len()).into_bytes()),
+            None,
+        ),
         _ => (
-            base(405).with_header("Allow", "GET, HEAD, POST").with_body(&b"method not allowed\n"[..]),
+            base(405)
+                .with_header("Allow", "GET, HEAD, POST")
+                .with_body(&b"method not allowed\n"[..]),
             None,
         ),
     }

@@ -29,10 +29,15 @@ impl Url {
             None => (rest, "/"),
         };
         let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
-            let end = v6.find(']').ok_or_else(|| format!("{text:?}: unclosed '['"))?;
+            let end = v6
+                .find(']')
+                .ok_or_else(|| format!("{text:?}: unclosed '['"))?;
             let port = match &v6[end + 1..] {
                 "" => None,
-                p => Some(p.strip_prefix(':').ok_or_else(|| format!("{text:?}: bad port"))?),
+                p => Some(
+                    p.strip_prefix(':')
+                        .ok_or_else(|| format!("{text:?}: bad port"))?,
+                ),
             };
             (&v6[..end], port)
         } else {
@@ -41,9 +46,9 @@ impl Url {
                 None => (authority, None),
             }
         };
-        let addr: IpAddress = host
-            .parse()
-            .map_err(|_| format!("{text:?}: {host:?} is not an IP address (no DNS in a host node)"))?;
+        let addr: IpAddress = host.parse().map_err(|_| {
+            format!("{text:?}: {host:?} is not an IP address (no DNS in a host node)")
+        })?;
         let port = match port {
             None => 80,
             Some(p) => p
@@ -55,7 +60,12 @@ impl Url {
         if path.bytes().any(|b| b.is_ascii_control() || b == b' ') {
             return Err(format!("{text:?}: path has spaces or control characters"));
         }
-        Ok(Self { addr, port, path: path.to_owned(), authority: authority.to_owned() })
+        Ok(Self {
+            addr,
+            port,
+            path: path.to_owned(),
+            authority: authority.to_owned(),
+        })
     }
 }
 
@@ -73,7 +83,10 @@ mod test {
     fn parses_v4_v6_ports_and_paths() {
         let u = Url::parse("http://10.0.0.20:8000/x?y=1").unwrap();
         assert_eq!(u.addr, "10.0.0.20".parse::<IpAddress>().unwrap());
-        assert_eq!((u.port, u.path.as_str(), u.authority.as_str()), (8000, "/x?y=1", "10.0.0.20:8000"));
+        assert_eq!(
+            (u.port, u.path.as_str(), u.authority.as_str()),
+            (8000, "/x?y=1", "10.0.0.20:8000")
+        );
         let u = Url::parse("http://[fd00::2]/").unwrap();
         assert_eq!((u.port, u.path.as_str()), (80, "/"));
         let u = Url::parse("http://[fd00::2]:81").unwrap();

@@ -50,7 +50,8 @@ impl<L: Link> PcapLink<L> {
         let t = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default();
-        self.sink.packet(Instant::from_micros(t.as_micros() as i64), frame);
+        self.sink
+            .packet(Instant::from_micros(t.as_micros() as i64), frame);
         // Flush per frame: a capture must be readable while the node runs and
         // complete when it is killed. Captures are for debugging, not speed.
         self.sink.flush();

@@ -43,16 +43,29 @@ pub(crate) fn stop_requested() -> bool {
 pub(crate) fn wait_readable(fds: &[RawFd], timeout: Option<Duration>) -> io::Result<()> {
     let mut pfds: Vec<libc::pollfd> = fds
         .iter()
-        .map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 })
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
         .collect();
     let ts = timeout.map(|d| libc::timespec {
         tv_sec: d.as_secs() as libc::time_t,
         tv_nsec: libc::c_long::from(d.subsec_nanos() as i32),
     });
-    let tsp = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    let tsp = ts
+        .as_ref()
+        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
     // SAFETY: pfds is a valid array of pollfd of the given length; tsp is
     // null or points to a live timespec; no signal mask is passed.
-    let r = unsafe { libc::ppoll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, tsp, std::ptr::null()) };
+    let r = unsafe {
+        libc::ppoll(
+            pfds.as_mut_ptr(),
+            pfds.len() as libc::nfds_t,
+            tsp,
+            std::ptr::null(),
+        )
+    };
     if r < 0 {
         let e = io::Error::last_os_error();
         if e.kind() != io::ErrorKind::Interrupted {
@@ -106,7 +119,10 @@ fn ifname(name: &str) -> io::Result<[libc::c_char; libc::IFNAMSIZ]> {
 /// Open TAP `name` with a virtio-net header and TCP segmentation offloads:
 /// the kernel then hands over and accepts frames of up to 64 KiB.
 pub(crate) fn open_tap_vnet(name: &str) -> io::Result<File> {
-    let file = OpenOptions::new().read(true).write(true).open("/dev/net/tun")?;
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/net/tun")?;
     let req = IfReqFlags {
         name: ifname(name)?,
         flags: IFF_TAP | IFF_NO_PI | IFF_VNET_HDR,
@@ -123,7 +139,12 @@ pub(crate) fn open_tap_vnet(name: &str) -> io::Result<File> {
         if libc::ioctl(fd, TUNSETVNETHDRSZ, &hdr_len) < 0 {
             return Err(io::Error::last_os_error());
         }
-        if libc::ioctl(fd, TUNSETOFFLOAD, (TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6) as libc::c_ulong) < 0 {
+        if libc::ioctl(
+            fd,
+            TUNSETOFFLOAD,
+            (TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6) as libc::c_ulong,
+        ) < 0
+        {
             return Err(io::Error::last_os_error());
         }
     }
@@ -156,7 +177,11 @@ fn ctl_socket() -> io::Result<File> {
 /// Bring interface `name` up (SIOCSIFFLAGS |= IFF_UP).
 pub(crate) fn set_link_up(name: &str) -> io::Result<()> {
     let sock = ctl_socket()?;
-    let mut req = IfReqFlags { name: ifname(name)?, flags: 0, _pad: [0; 22] };
+    let mut req = IfReqFlags {
+        name: ifname(name)?,
+        flags: 0,
+        _pad: [0; 22],
+    };
     // SAFETY: ifreq-compatible struct, valid for the calls.
     unsafe {
         if libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) < 0 {
@@ -173,7 +198,11 @@ pub(crate) fn set_link_up(name: &str) -> io::Result<()> {
 /// Read the MTU of interface `name`.
 pub(crate) fn link_mtu(name: &str) -> io::Result<usize> {
     let sock = ctl_socket()?;
-    let mut req = IfReqInt { name: ifname(name)?, value: 0, _pad: [0; 20] };
+    let mut req = IfReqInt {
+        name: ifname(name)?,
+        value: 0,
+        _pad: [0; 20],
+    };
     // SAFETY: ifreq-compatible struct, valid for the call.
     if unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFMTU, &mut req) } < 0 {
         return Err(io::Error::last_os_error());

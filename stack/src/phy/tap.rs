@@ -57,7 +57,11 @@ impl TapLink {
         };
         sys::set_link_up(name).map_err(ctx)?;
         let mtu = sys::link_mtu(name).map_err(ctx)?;
-        Ok(Self { name: name.to_owned(), inner, mtu })
+        Ok(Self {
+            name: name.to_owned(),
+            inner,
+            mtu,
+        })
     }
 
     /// The TAP's interface name.

@@ -1,0 +1,746 @@
+//! The lab file: format, validation, and the validated plan.
+//!
+//! Parsing happens in two steps. [`parse`] deserializes the TOML (unknown keys
+//! are errors that name the key and the line) and then checks everything that
+//! can be checked without touching the system: names, references, addresses,
+//! interface-name lengths and clashes, and the generated node files (built as
+//! strings and parsed in memory by the same code as `svcroute run`). Only a
+//! [`Lab`] that passed all of that is ever built.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{IpAddr, SocketAddr};
+
+use anyhow::{bail, Context as _, Result};
+use serde::{Deserialize, Serialize};
+use smoltcp::wire::{IpAddress, IpCidr};
+use toml::Spanned;
+
+use crate::config;
+
+/// The lab embedded in the binary (`lab up` without a file).
+pub(crate) const DEFAULT_LAB: &str = include_str!("../../examples/labs/default.toml");
+
+/// Roles `[[node]] role` may name.
+pub(crate) const KNOWN_ROLES: &[&str] = &["host"];
+
+/// Longest lab, segment, node and host name, in bytes.
+pub(crate) const MAX_NAME: usize = 12;
+
+/// Linux interface names are at most this long.
+pub(crate) const IFNAMSIZ_MAX: usize = 15;
+
+// ---- the file as written ----------------------------------------------------
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LabToml {
+    name: Spanned<String>,
+    #[serde(default, rename = "segment")]
+    segments: Vec<SegmentToml>,
+    #[serde(default, rename = "node")]
+    nodes: Vec<NodeToml>,
+    #[serde(default, rename = "host")]
+    hosts: Vec<HostToml>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SegmentToml {
+    name: Spanned<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NodeToml {
+    name: Spanned<String>,
+    role: Spanned<String>,
+    #[serde(default, rename = "port")]
+    ports: Vec<PortToml>,
+    #[serde(default)]
+    config: Option<Spanned<toml::Table>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PortToml {
+    segment: Spanned<String>,
+    #[serde(default)]
+    addrs: Vec<Spanned<String>>,
+    #[serde(default)]
+    gateways: Vec<Spanned<String>>,
+    #[serde(default)]
+    offload: bool,
+    #[serde(default)]
+    mac: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HostToml {
+    name: Spanned<String>,
+    #[serde(default, rename = "iface")]
+    ifaces: Vec<IfaceToml>,
+    #[serde(default)]
+    commands: Vec<Spanned<String>>,
+    #[serde(default)]
+    wait_tcp: Vec<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IfaceToml {
+    segment: Spanned<String>,
+    #[serde(default)]
+    addrs: Vec<Spanned<String>>,
+    #[serde(default)]
+    gateways: Vec<Spanned<String>>,
+}
+
+// ---- the validated plan ------------------------------------------------------
+
+/// A validated lab: everything `lab up` creates, with every name decided.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Lab {
+    /// The lab name.
+    pub(crate) name: String,
+    /// The lab namespace (`svl-<lab>`): bridges and node TAPs.
+    pub(crate) netns: String,
+    pub(crate) segments: Vec<Segment>,
+    pub(crate) nodes: Vec<NodePlan>,
+    pub(crate) hosts: Vec<HostPlan>,
+}
+
+/// One L2 segment: a bridge in the lab namespace.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Segment {
+    pub(crate) name: String,
+    pub(crate) bridge: String,
+}
+
+/// One userspace node.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct NodePlan {
+    pub(crate) name: String,
+    pub(crate) role: String,
+    pub(crate) ports: Vec<PortPlan>,
+    /// The generated node file (`<rundir>/<node>.toml`).
+    pub(crate) config_text: String,
+}
+
+/// One node port: a TAP in the lab namespace, enslaved to a bridge.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct PortPlan {
+    pub(crate) tap: String,
+    pub(crate) segment: String,
+    pub(crate) bridge: String,
+    pub(crate) addrs: Vec<String>,
+}
+
+/// One kernel host: its own namespace.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct HostPlan {
+    pub(crate) name: String,
+    pub(crate) netns: String,
+    pub(crate) ifaces: Vec<IfacePlan>,
+    pub(crate) commands: Vec<String>,
+    pub(crate) wait_tcp: Vec<SocketAddr>,
+}
+
+/// One veth leg: `peer` in the lab namespace on `bridge`, `name` in the host.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct IfacePlan {
+    pub(crate) name: String,
+    pub(crate) peer: String,
+    pub(crate) segment: String,
+    pub(crate) bridge: String,
+    pub(crate) addrs: Vec<String>,
+    pub(crate) gateways: Vec<IpAddr>,
+}
+
+impl Lab {
+    /// Every namespace of the lab, lab namespace first.
+    pub(crate) fn namespaces(&self) -> Vec<String> {
+        std::iter::once(self.netns.clone())
+            .chain(self.hosts.iter().map(|h| h.netns.clone()))
+            .collect()
+    }
+}
+
+/// The lab namespace of lab `lab`.
+pub(crate) fn lab_netns(lab: &str) -> String {
+    format!("svl-{lab}")
+}
+
+/// The namespace of kernel host `host` in lab `lab`.
+pub(crate) fn host_netns(lab: &str, host: &str) -> String {
+    format!("svl-{lab}-{host}")
+}
+
+// ---- parsing -----------------------------------------------------------------
+
+/// Where an error is: `line N` of the file, from a byte offset.
+fn line_of(text: &str, offset: usize) -> usize {
+    text.as_bytes()[..offset.min(text.len())]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
+
+struct Ctx<'a> {
+    text: &'a str,
+}
+
+impl Ctx<'_> {
+    fn at<T>(&self, s: &Spanned<T>) -> String {
+        format!("line {}", line_of(self.text, s.span().start))
+    }
+}
+
+/// Lab, segment, node and host names: 1..=12 of `[a-z0-9-]`, starting with a
+/// letter or digit.
+pub(crate) fn check_name(what: &str, name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= MAX_NAME
+        && !name.starts_with('-')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    if !ok {
+        bail!("{what} name {name:?} must be 1..{MAX_NAME} of [a-z0-9-], not starting with '-'");
+    }
+    Ok(())
+}
+
+/// Parse and validate a lab file. `origin` names the file in errors.
+pub(crate) fn parse(text: &str, origin: &str) -> Result<Lab> {
+    parse_inner(text).with_context(|| format!("lab file {origin}"))
+}
+
+fn parse_inner(text: &str) -> Result<Lab> {
+    let file: LabToml =
+        toml::from_str(text).map_err(|e| anyhow::anyhow!("{}", e.to_string().trim_end()))?;
+    let cx = Ctx { text };
+
+    check_name("lab", file.name.get_ref())
+        .with_context(|| format!("{}: key `name`", cx.at(&file.name)))?;
+    let lab = file.name.get_ref().clone();
+    let netns = lab_netns(&lab);
+
+    // Segments.
+    let mut segments: Vec<Segment> = Vec::new();
+    for s in &file.segments {
+        let name = s.name.get_ref();
+        let at = || format!("{}: [[segment]] key `name`", cx.at(&s.name));
+        check_name("segment", name).with_context(at)?;
+        if segments.iter().any(|x| &x.name == name) {
+            bail!("{}: segment {name:?} is defined twice", at());
+        }
+        segments.push(Segment {
+            name: name.clone(),
+            bridge: format!("br-{name}"),
+        });
+    }
+    let segment_names = || {
+        segments
+            .iter()
+            .map(|s| s.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let find_segment = |s: &Spanned<String>, what: &str| -> Result<Segment> {
+        segments
+            .iter()
+            .find(|x| &x.name == s.get_ref())
+            .cloned()
+            .with_context(|| {
+                format!(
+                    "{}: {what} key `segment`: no segment {:?} (defined: {})",
+                    cx.at(s),
+                    s.get_ref(),
+                    if segments.is_empty() {
+                        "none".into()
+                    } else {
+                        segment_names()
+                    }
+                )
+            })
+    };
+
+    // Node and host names share one space (`lab logs <name>`, interface names).
+    let mut names: BTreeMap<String, String> = BTreeMap::new();
+    let mut claim = |kind: &str, n: &Spanned<String>| -> Result<()> {
+        check_name(kind, n.get_ref())
+            .with_context(|| format!("{}: [[{kind}]] key `name`", cx.at(n)))?;
+        if let Some(prev) = names.insert(n.get_ref().clone(), cx.at(n)) {
+            bail!(
+                "{}: [[{kind}]] key `name`: {:?} is already used ({}); node and host names must be \
+                 unique in a lab",
+                cx.at(n),
+                n.get_ref(),
+                prev
+            );
+        }
+        Ok(())
+    };
+    for n in &file.nodes {
+        claim("node", &n.name)?;
+    }
+    for h in &file.hosts {
+        claim("host", &h.name)?;
+    }
+
+    // Addresses seen per segment, to catch the same address twice on one L2.
+    let mut seen: BTreeMap<(String, IpAddress), String> = BTreeMap::new();
+    let mut note_addr = |segment: &str, a: IpAddress, owner: String, at: String| -> Result<()> {
+        if let Some(prev) = seen.insert((segment.to_owned(), a), owner.clone()) {
+            bail!("{at}: address {a} on segment {segment:?} is also used by {prev}");
+        }
+        Ok(())
+    };
+
+    // Nodes.
+    let mut nodes = Vec::new();
+    for n in &file.nodes {
+        let name = n.name.get_ref();
+        let role = n.role.get_ref();
+        if !KNOWN_ROLES.contains(&role.as_str()) {
+            bail!(
+                "{}: [[node]] {name:?} key `role`: unknown role {role:?} (known: {})",
+                cx.at(&n.role),
+                KNOWN_ROLES.join(", ")
+            );
+        }
+        if n.ports.is_empty() {
+            bail!(
+                "{}: [[node]] {name:?} has no [[node.port]]: a node needs at least one",
+                cx.at(&n.name)
+            );
+        }
+        let mut ports = Vec::new();
+        let mut port_tables = Vec::new();
+        for (i, p) in n.ports.iter().enumerate() {
+            let what = format!("[[node]] {name:?} port #{}", i + 1);
+            let seg = find_segment(&p.segment, &what)?;
+            let mut addrs = Vec::new();
+            for a in &p.addrs {
+                let cidr = parse_cidr(a.get_ref())
+                    .with_context(|| format!("{}: {what} key `addrs`", cx.at(a)))?;
+                note_addr(
+                    &seg.name,
+                    cidr.address(),
+                    format!("node {name:?}"),
+                    cx.at(a),
+                )?;
+                addrs.push(cidr.to_string());
+            }
+            let mut gateways = Vec::new();
+            for g in &p.gateways {
+                let ip = parse_ip(g.get_ref())
+                    .with_context(|| format!("{}: {what} key `gateways`", cx.at(g)))?;
+                gateways.push(ip.to_string());
+            }
+            let tap = format!("{name}-{i}");
+            if tap.len() > IFNAMSIZ_MAX {
+                bail!(
+                    "{}: {what}: its TAP name {tap:?} would be longer than {IFNAMSIZ_MAX} bytes: \
+                     use a shorter node name or fewer ports",
+                    cx.at(&p.segment)
+                );
+            }
+            let mut t = toml::Table::new();
+            t.insert("tap".into(), tap.clone().into());
+            if let Some(m) = &p.mac {
+                t.insert("mac".into(), m.get_ref().clone().into());
+            }
+            t.insert(
+                "addrs".into(),
+                toml::Value::Array(addrs.iter().map(|a| a.clone().into()).collect()),
+            );
+            t.insert(
+                "gateways".into(),
+                toml::Value::Array(gateways.into_iter().map(Into::into).collect()),
+            );
+            t.insert("offload".into(), p.offload.into());
+            port_tables.push(toml::Value::Table(t));
+            ports.push(PortPlan {
+                tap,
+                segment: seg.name.clone(),
+                bridge: seg.bridge.clone(),
+                addrs,
+            });
+        }
+        let mut root = toml::Table::new();
+        root.insert("name".into(), name.clone().into());
+        root.insert("port".into(), toml::Value::Array(port_tables));
+        let role_section = n
+            .config
+            .as_ref()
+            .map(|c| c.get_ref().clone())
+            .unwrap_or_default();
+        root.insert(role.clone(), toml::Value::Table(role_section));
+        let config_text = format!(
+            "# Generated by `svcroute lab up` from [[node]] {name:?} of lab {lab:?}.\n{}",
+            toml::to_string(&root).context("serializing a node file")?
+        );
+        let where_ = match &n.config {
+            Some(c) => format!("{}: [[node]] {name:?} [node.config]", cx.at(c)),
+            None => format!("{}: [[node]] {name:?}", cx.at(&n.name)),
+        };
+        check_node_file(role, &config_text, name).with_context(|| where_)?;
+        nodes.push(NodePlan {
+            name: name.clone(),
+            role: role.clone(),
+            ports,
+            config_text,
+        });
+    }
+
+    // Kernel hosts.
+    let mut hosts = Vec::new();
+    for h in &file.hosts {
+        let name = h.name.get_ref();
+        if h.ifaces.is_empty() {
+            bail!(
+                "{}: [[host]] {name:?} has no [[host.iface]]: a host needs at least one",
+                cx.at(&h.name)
+            );
+        }
+        let mut ifaces: Vec<IfacePlan> = Vec::new();
+        let mut families = BTreeSet::new();
+        for (i, f) in h.ifaces.iter().enumerate() {
+            let what = format!("[[host]] {name:?} iface #{}", i + 1);
+            let seg = find_segment(&f.segment, &what)?;
+            let mut cidrs = Vec::new();
+            for a in &f.addrs {
+                let cidr = parse_cidr(a.get_ref())
+                    .with_context(|| format!("{}: {what} key `addrs`", cx.at(a)))?;
+                note_addr(
+                    &seg.name,
+                    cidr.address(),
+                    format!("host {name:?}"),
+                    cx.at(a),
+                )?;
+                cidrs.push(cidr);
+            }
+            let mut gateways = Vec::new();
+            for g in &f.gateways {
+                let at = || format!("{}: {what} key `gateways`", cx.at(g));
+                let ip = parse_ip(g.get_ref()).with_context(at)?;
+                let v6 = matches!(ip, IpAddress::Ipv6(_));
+                if !families.insert(v6) {
+                    bail!(
+                        "{}: a second IPv{} default gateway {ip} for host {name:?} (one per family)",
+                        at(),
+                        if v6 { 6 } else { 4 }
+                    );
+                }
+                let link_local = matches!(ip, IpAddress::Ipv6(a) if a.is_unicast_link_local());
+                if !link_local && !cidrs.iter().any(|c| c.contains_addr(&ip)) {
+                    bail!(
+                        "{}: gateway {ip} is not in any prefix of this iface's `addrs`",
+                        at()
+                    );
+                }
+                gateways.push(IpAddr::from(ip));
+            }
+            ifaces.push(IfacePlan {
+                name: format!("eth{i}"),
+                peer: format!("{name}-{i}"),
+                segment: seg.name.clone(),
+                bridge: seg.bridge.clone(),
+                addrs: cidrs.iter().map(ToString::to_string).collect(),
+                gateways,
+            });
+        }
+        let mut commands = Vec::new();
+        for c in &h.commands {
+            if c.get_ref().trim().is_empty() {
+                bail!(
+                    "{}: [[host]] {name:?} key `commands`: empty command",
+                    cx.at(c)
+                );
+            }
+            commands.push(c.get_ref().clone());
+        }
+        let mut wait_tcp = Vec::new();
+        for w in &h.wait_tcp {
+            let sa: SocketAddr = w.get_ref().parse().ok().with_context(|| {
+                format!(
+                    "{}: [[host]] {name:?} key `wait_tcp`: {:?} is not ADDR:PORT (IPv6: [ADDR]:PORT)",
+                    cx.at(w),
+                    w.get_ref()
+                )
+            })?;
+            wait_tcp.push(sa);
+        }
+        hosts.push(HostPlan {
+            name: name.clone(),
+            netns: host_netns(&lab, name),
+            ifaces,
+            commands,
+            wait_tcp,
+        });
+    }
+
+    // Interface names in the lab namespace: bridges, TAPs, veth peers.
+    let mut ifnames: BTreeMap<String, String> = BTreeMap::new();
+    let owned = segments
+        .iter()
+        .map(|s| {
+            (
+                s.bridge.clone(),
+                format!("the bridge of segment {:?}", s.name),
+            )
+        })
+        .chain(nodes.iter().flat_map(|n| {
+            n.ports
+                .iter()
+                .map(|p| (p.tap.clone(), format!("the TAP of node {:?}", n.name)))
+        }))
+        .chain(hosts.iter().flat_map(|h| {
+            h.ifaces
+                .iter()
+                .map(|f| (f.peer.clone(), format!("the veth of host {:?}", h.name)))
+        }));
+    for (ifname, owner) in owned {
+        if ifname.len() > IFNAMSIZ_MAX {
+            bail!(
+                "interface name {ifname:?} ({owner}) is longer than {IFNAMSIZ_MAX} bytes: use a \
+                 shorter name or fewer ports"
+            );
+        }
+        if let Some(prev) = ifnames.insert(ifname.clone(), owner.clone()) {
+            bail!("interface name {ifname:?} would be both {prev} and {owner}: rename one");
+        }
+    }
+
+    Ok(Lab {
+        name: lab,
+        netns,
+        segments,
+        nodes,
+        hosts,
+    })
+}
+
+/// `ADDR/PREFIX`, as the node config and `ip addr add` take it.
+fn parse_cidr(s: &str) -> Result<IpCidr> {
+    if !s.contains('/') {
+        bail!("{s:?} needs a prefix length (e.g. 10.0.0.2/24, fd00::2/64)");
+    }
+    let c: IpCidr = s
+        .parse()
+        .ok()
+        .with_context(|| format!("{s:?} is not an address/prefix"))?;
+    if c.address().is_unspecified() || c.address().is_multicast() {
+        bail!("{s:?} is not a unicast address");
+    }
+    Ok(c)
+}
+
+fn parse_ip(s: &str) -> Result<IpAddress> {
+    s.parse::<IpAddress>()
+        .ok()
+        .with_context(|| format!("{s:?} is not an IP address"))
+}
+
+/// Parse a generated node file with the role's own loader and validation.
+pub(crate) fn check_node_file(role: &str, text: &str, node: &str) -> Result<()> {
+    let origin = format!("generated node file {node}.toml");
+    match role {
+        "host" => {
+            let f: config::HostFile = config::parse_str(text, &origin)?;
+            f.host
+                .validate()
+                .map_err(|e| anyhow::anyhow!("{origin}: [host]: {e}"))?;
+        }
+        other => bail!("role {other:?} has no node file checker"),
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    const GOOD: &str = r#"
+name = "t1"
+
+[[segment]]
+name = "lan0"
+
+[[segment]]
+name = "lan1"
+
+[[node]]
+name = "h1"
+role = "host"
+[[node.port]]
+segment = "lan0"
+addrs = ["10.0.0.2/24", "fd00::2/64"]
+gateways = ["10.0.0.1"]
+[[node.port]]
+segment = "lan1"
+addrs = ["10.0.1.2/24"]
+offload = true
+mac = "02:00:00:00:00:aa"
+[node.config]
+instance = "h1"
+
+[[host]]
+name = "client"
+commands = ["sleep 1000"]
+wait_tcp = ["10.0.0.20:8000", "[fd00::20]:8000"]
+[[host.iface]]
+segment = "lan0"
+addrs = ["10.0.0.10/24", "fd00::10/64"]
+gateways = ["10.0.0.1", "fd00::1"]
+"#;
+
+    fn err(text: &str) -> String {
+        format!("{:#}", parse(text, "x.toml").unwrap_err())
+    }
+
+    #[test]
+    fn a_good_file_parses() {
+        let lab = parse(GOOD, "good.toml").unwrap();
+        assert_eq!(lab.name, "t1");
+        assert_eq!(lab.netns, "svl-t1");
+        assert_eq!(lab.segments[1].bridge, "br-lan1");
+        let n = &lab.nodes[0];
+        assert_eq!(n.ports[0].tap, "h1-0");
+        assert_eq!(n.ports[1].tap, "h1-1");
+        assert_eq!(n.ports[1].bridge, "br-lan1");
+        assert!(n.config_text.contains("[host]"), "{}", n.config_text);
+        assert!(
+            n.config_text.contains("instance = \"h1\""),
+            "{}",
+            n.config_text
+        );
+        let f: config::HostFile = config::parse_str(&n.config_text, "gen").unwrap();
+        assert_eq!(f.name, "h1");
+        assert_eq!(f.ports.len(), 2);
+        assert!(f.ports[1].offload);
+        assert_eq!(f.ports[1].mac.as_deref(), Some("02:00:00:00:00:aa"));
+        assert_eq!(f.ports[0].gateways, vec!["10.0.0.1"]);
+        let h = &lab.hosts[0];
+        assert_eq!(h.netns, "svl-t1-client");
+        assert_eq!(h.ifaces[0].name, "eth0");
+        assert_eq!(h.ifaces[0].peer, "client-0");
+        assert_eq!(h.ifaces[0].addrs, vec!["10.0.0.10/24", "fd00::10/64"]);
+        assert_eq!(h.wait_tcp.len(), 2);
+        assert_eq!(lab.namespaces(), vec!["svl-t1", "svl-t1-client"]);
+    }
+
+    #[test]
+    fn the_embedded_default_parses() {
+        let lab = parse(DEFAULT_LAB, "<embedded>").unwrap();
+        assert_eq!(lab.name, "default");
+        assert_eq!(lab.nodes[0].name, "h1");
+        assert_eq!(lab.nodes[0].role, "host");
+        assert!(lab.hosts.iter().any(|h| h.name == "client"));
+        let web = lab.hosts.iter().find(|h| h.name == "web").unwrap();
+        assert!(!web.commands.is_empty() && !web.wait_tcp.is_empty());
+    }
+
+    #[test]
+    fn unknown_keys_name_the_key_and_line() {
+        let e = err(&GOOD.replace("offload = true", "offlaod = true"));
+        assert!(e.contains("offlaod") && e.contains("line 20"), "{e}");
+        let e = err(&GOOD.replace("name = \"lan1\"", "name = \"lan1\"\nbridge = \"x\""));
+        assert!(e.contains("bridge") && e.contains("line 9"), "{e}");
+        let e = err(&format!("{GOOD}\n[extra]\nx = 1\n"));
+        assert!(e.contains("extra"), "{e}");
+    }
+
+    #[test]
+    fn bad_addresses_are_named() {
+        let e = err(&GOOD.replace("10.0.1.2/24", "10.0.1.300/24"));
+        assert!(
+            e.contains("10.0.1.300/24") && e.contains("line 19") && e.contains("addrs"),
+            "{e}"
+        );
+        let e = err(&GOOD.replace("\"10.0.0.10/24\"", "\"10.0.0.10\""));
+        assert!(e.contains("prefix length") && e.contains("line 31"), "{e}");
+        let e = err(&GOOD.replace("gateways = [\"10.0.0.1\"]", "gateways = [\"10.0.0\"]"));
+        assert!(e.contains("gateways") && e.contains("10.0.0"), "{e}");
+        let e = err(&GOOD.replace("\"fd00::1\"", "\"fd01::1\""));
+        assert!(
+            e.contains("fd01::1") && e.contains("not in any prefix"),
+            "{e}"
+        );
+        let e = err(&GOOD.replace("10.0.0.20:8000", "10.0.0.20"));
+        assert!(e.contains("wait_tcp") && e.contains("line 28"), "{e}");
+        let e = err(&GOOD.replace("10.0.0.10/24", "10.0.0.2/24"));
+        assert!(
+            e.contains("10.0.0.2") && e.contains("also used by node \"h1\""),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn unknown_segments_are_named() {
+        let e = err(&GOOD.replace("segment = \"lan1\"", "segment = \"lan9\""));
+        assert!(
+            e.contains("lan9") && e.contains("line 18") && e.contains("lan0, lan1"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn duplicate_names_are_refused() {
+        let e = err(&GOOD.replace("name = \"lan1\"", "name = \"lan0\""));
+        assert!(e.contains("defined twice") && e.contains("line 8"), "{e}");
+        let e = err(&GOOD.replace("name = \"client\"", "name = \"h1\""));
+        assert!(e.contains("already used") && e.contains("line 26"), "{e}");
+    }
+
+    #[test]
+    fn long_and_bad_names_are_refused() {
+        let e = err(&GOOD.replace("name = \"t1\"", "name = \"a-very-long-lab\""));
+        assert!(e.contains("a-very-long-lab") && e.contains("line 2"), "{e}");
+        let e = err(&GOOD.replace("name = \"t1\"", "name = \"Lab\""));
+        assert!(e.contains("[a-z0-9-]"), "{e}");
+        let e = err(&GOOD.replace("name = \"h1\"", "name = \"h1234567890ab\""));
+        assert!(e.contains("h1234567890ab"), "{e}");
+        // 12 bytes is fine for a name, but with 100+ ports the TAP name is 16 bytes.
+        let mut many = GOOD.replace("name = \"h1\"", "name = \"h123456789ab\"");
+        for _ in 0..99 {
+            many = many.replace(
+                "[node.config]",
+                "[[node.port]]\nsegment = \"lan1\"\n[node.config]",
+            );
+        }
+        let e = err(&many);
+        assert!(
+            e.contains("h123456789ab-100") && e.contains("15 bytes"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn unknown_roles_are_refused() {
+        let e = err(&GOOD.replace("role = \"host\"", "role = \"router\""));
+        assert!(
+            e.contains("router") && e.contains("line 12") && e.contains("known: host"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn bad_role_config_is_refused_before_anything_is_made() {
+        let e = err(&GOOD.replace("instance = \"h1\"", "instance = \"h1\"\nnot_a_key = 3"));
+        assert!(e.contains("not_a_key") && e.contains("node.config"), "{e}");
+    }
+
+    #[test]
+    fn interface_name_clashes_are_refused() {
+        // Node "br" port 0 is TAP "br-0", segment "0" is bridge "br-0".
+        let e = err(&GOOD
+            .replace("name = \"lan1\"", "name = \"0\"")
+            .replace("segment = \"lan1\"", "segment = \"0\"")
+            .replace("name = \"h1\"", "name = \"br\""));
+        assert!(e.contains("\"br-0\""), "{e}");
+    }
+}
