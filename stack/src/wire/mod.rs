@@ -4,6 +4,8 @@
 
 use core::fmt;
 
+#[doc(hidden)]
+pub mod fuzz;
 pub mod ipv6opt;
 
 /// A packet could not be parsed or emitted.

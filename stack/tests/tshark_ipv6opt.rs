@@ -1,0 +1,140 @@
+//! Wireshark agrees with us: frames built with `wire::ipv6opt` and
+//! `shim::edit` decode in tshark with the option types and lengths we meant,
+//! and with good upper-layer checksums (after insertion and after an address
+//! rewrite). Skips, saying so, when `tshark` is not on PATH (CI installs it).
+
+use std::io::Write;
+use std::process::Command;
+
+use etherparse::{IpHeaders, IpNumber, Ipv6Extensions, Ipv6FlowLabel, Ipv6Header, PacketBuilder};
+use svcroute_stack::shim::edit::{self, AddrField};
+use svcroute_stack::wire::ipv6opt::{OptionRepr, OptionType};
+
+const SRC: [u8; 16] = [0xfd, 0x00, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x01];
+const DST: [u8; 16] = [0xfd, 0x00, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x02];
+const NEW_SRC: [u8; 16] = [
+    0xfd, 0x99, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x12, 0x34, 0, 0x07,
+];
+
+fn frame(tcp: bool, port: u16) -> Vec<u8> {
+    let header = Ipv6Header {
+        traffic_class: 0,
+        flow_label: Ipv6FlowLabel::ZERO,
+        payload_length: 0,
+        next_header: IpNumber::UDP,
+        hop_limit: 64,
+        source: SRC,
+        destination: DST,
+    };
+    let b = PacketBuilder::ethernet2([0x02, 0, 0, 0, 0, 0x01], [0x02, 0, 0, 0, 0, 0x02])
+        .ip(IpHeaders::Ipv6(header, Ipv6Extensions::default()));
+    let mut out = Vec::new();
+    if tcp {
+        b.tcp(port, 0x9c41, 0x0102_0304, 0x2000)
+            .write(&mut out, b"svcroute")
+    } else {
+        b.udp(port, 0x9c41).write(&mut out, b"svcroute")
+    }
+    .unwrap();
+    out
+}
+
+fn pcap(frames: &[Vec<u8>]) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend_from_slice(&0xa1b2_c3d4_u32.to_le_bytes()); // magic, microseconds
+    out.extend_from_slice(&2_u16.to_le_bytes()); // version 2.4
+    out.extend_from_slice(&4_u16.to_le_bytes());
+    out.extend_from_slice(&0_i32.to_le_bytes()); // thiszone
+    out.extend_from_slice(&0_u32.to_le_bytes()); // sigfigs
+    out.extend_from_slice(&0x0004_0000_u32.to_le_bytes()); // snaplen 256 KiB
+    out.extend_from_slice(&1_u32.to_le_bytes()); // LINKTYPE_ETHERNET
+    for (i, f) in frames.iter().enumerate() {
+        let len = u32::try_from(f.len()).unwrap();
+        out.extend_from_slice(&u32::try_from(i).unwrap().to_le_bytes()); // ts sec
+        out.extend_from_slice(&0_u32.to_le_bytes()); // ts usec
+        out.extend_from_slice(&len.to_le_bytes());
+        out.extend_from_slice(&len.to_le_bytes());
+        out.extend_from_slice(f);
+    }
+    out
+}
+
+#[test]
+fn tshark_decodes_our_options() {
+    if Command::new("tshark").arg("--version").output().is_err() {
+        eprintln!("SKIP tshark_decodes_our_options: tshark not on PATH");
+        return;
+    }
+    let sticky = [0xde, 0xad, 0xbe, 0xef];
+    let rosa = [0x01, 0x02, 0x03];
+    let opts = [
+        OptionRepr::new(OptionType::Sticky, &sticky).unwrap(),
+        OptionRepr::new(OptionType::Rosa, &rosa).unwrap(),
+    ];
+    // 1: UDP with our header. 2: the same with its source rewritten.
+    // 3: TCP with our header. 4: TCP with a 3-octet Sticky option, which needs Pad1.
+    let mut udp = frame(false, 0xc000);
+    edit::insert_dest_opts(&mut udp, &opts).unwrap();
+    let mut moved = udp.clone();
+    edit::rewrite_addr(&mut moved, AddrField::Src, NEW_SRC.into()).unwrap();
+    let mut tcp = frame(true, 0xc001);
+    edit::insert_dest_opts(&mut tcp, &opts).unwrap();
+    let mut pad1 = frame(true, 0xc002);
+    let three = OptionRepr::new(OptionType::Sticky, &[0x5a; 3]).unwrap();
+    edit::insert_dest_opts(&mut pad1, &[three]).unwrap();
+
+    let path = std::env::temp_dir().join(format!("svcroute-ipv6opt-{}.pcap", std::process::id()));
+    std::fs::File::create(&path)
+        .and_then(|mut f| f.write_all(&pcap(&[udp, moved, tcp, pad1])))
+        .unwrap();
+    let out = Command::new("tshark")
+        .arg("-r")
+        .arg(&path)
+        .args([
+            "-o",
+            "udp.check_checksum:TRUE",
+            "-o",
+            "tcp.check_checksum:TRUE",
+        ])
+        .args(["-T", "fields", "-E", "separator=|", "-E", "aggregator=,"])
+        .args([
+            "-e",
+            "ipv6.opt.type",
+            "-e",
+            "ipv6.opt.length",
+            "-e",
+            "ipv6.dstopts.nxt",
+        ])
+        .args([
+            "-e",
+            "udp.checksum.status",
+            "-e",
+            "tcp.checksum.status",
+            "-e",
+            "_ws.expert",
+        ])
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&path);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "tshark failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = stdout.lines().collect();
+    eprintln!("{stdout}");
+    assert_eq!(lines.len(), 4, "{stdout}");
+    // Checksum status 1 = good; no expert info (malformed, bad checksum, ...).
+    assert_eq!(lines[0], "0x1e,0x3e,0x01|4,3,1|17|1||", "UDP with options");
+    assert_eq!(
+        lines[1], "0x1e,0x3e,0x01|4,3,1|17|1||",
+        "UDP with options, source rewritten"
+    );
+    assert_eq!(lines[2], "0x1e,0x3e,0x01|4,3,1|6||1|", "TCP with options");
+    // Pad1 has no length field, so tshark lists one length only.
+    assert_eq!(
+        lines[3], "0x1e,0x00|3|6||1|",
+        "TCP with one option and Pad1"
+    );
+}
