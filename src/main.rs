@@ -104,8 +104,13 @@ fn main() -> ExitCode {
             node,
             json,
             timeout,
-            args,
-        } => ctl(&node, &args, json, timeout),
+            mut args,
+        } => {
+            // `ctl h1 stats --json` reads as naturally as `ctl h1 --json stats`.
+            let n = args.len();
+            args.retain(|a| a != "--json");
+            ctl(&node, &args, json || args.len() != n, timeout)
+        }
         Cmd::Lab(args) => lab::main(args),
     };
     match r {

@@ -58,6 +58,9 @@ struct NodeToml {
     ports: Vec<PortToml>,
     #[serde(default)]
     config: Option<Spanned<toml::Table>>,
+    /// Record the node's frames to `<rundir>/<node>.pcap` (`--pcap`).
+    #[serde(default)]
+    pcap: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -125,6 +128,9 @@ pub(crate) struct NodePlan {
     pub(crate) ports: Vec<PortPlan>,
     /// The generated node file (`<rundir>/<node>.toml`).
     pub(crate) config_text: String,
+    /// Whether the node records `<rundir>/<node>.pcap`.
+    #[serde(default)]
+    pub(crate) pcap: bool,
 }
 
 /// One node port: a TAP in the lab namespace, enslaved to a bridge.
@@ -393,6 +399,7 @@ fn parse_inner(text: &str) -> Result<Lab> {
             role: role.clone(),
             ports,
             config_text,
+            pcap: n.pcap,
         });
     }
 

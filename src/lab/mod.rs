@@ -339,13 +339,17 @@ fn build(st: &mut State, kids: &mut Kids, exe: &Path) -> Result<()> {
         let log_path = dir.join(format!("{}.log", n.name));
         let log =
             File::create(&log_path).with_context(|| format!("creating {}", log_path.display()))?;
-        let child = Command::new("ip")
-            .args(["netns", "exec", ns])
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", ns])
             .arg(exe)
             .args(["run", &n.role, "-c"])
             .arg(&toml)
             .arg("--ctl")
-            .arg(dir.join(format!("{}.sock", n.name)))
+            .arg(dir.join(format!("{}.sock", n.name)));
+        if n.pcap {
+            cmd.arg("--pcap").arg(dir.join(format!("{}.pcap", n.name)));
+        }
+        let child = cmd
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)

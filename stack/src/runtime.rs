@@ -205,6 +205,13 @@ pub trait Role {
         ControlReply::Unknown
     }
 
+    /// Bytes the role's egress shim may add to a packet smoltcp sends (e.g.
+    /// a Destination Options header). The node announces an MTU smaller by
+    /// this much to smoltcp, so edited packets still fit the link.
+    fn header_reserve(&self) -> usize {
+        0
+    }
+
     /// Whether the node checks every received frame's structure (Ethernet,
     /// IP and transport header lengths) before the role's ingress sees it,
     /// dropping and counting malformed frames by reason. Endpoints want this;
@@ -242,9 +249,13 @@ impl<L: Link, R: Role> Node<L, R> {
         role: R,
         now: Instant,
     ) -> Self {
+        let reserve = role.header_reserve();
         let (stacks, links) = ports
             .into_iter()
-            .map(|(cfg, link)| (PortStack::new(&cfg, now), link))
+            .map(|(mut cfg, link)| {
+                cfg.mtu = cfg.mtu.saturating_sub(reserve).max(1280);
+                (PortStack::new(&cfg, now), link)
+            })
             .unzip();
         Self {
             name: name.into(),

@@ -25,7 +25,9 @@ use serde_json::{json, Value};
 use smoltcp::iface::SocketHandle;
 use smoltcp::socket::udp;
 use smoltcp::wire::IpListenEndpoint;
-use svcroute_stack::runtime::{Context, ControlReply, Role};
+use svcroute_stack::runtime::{Context, ControlReply, FrameContext, Role};
+use svcroute_stack::shim::{edit, Verdict};
+use svcroute_stack::wire::ipv6opt::{OptionRepr, OptionType, OwnedOption, UnknownAction};
 
 pub mod client;
 pub mod latency;
@@ -63,6 +65,21 @@ pub struct HostConfig {
     pub max_generated_body: usize,
     /// Close server connections idle for this many seconds.
     pub idle_timeout_s: u64,
+    /// IPv6 options this host carries, in a Destination Options header, on
+    /// every TCP and UDP packet it sends over IPv6 (SPEC §0).
+    pub insert_options: Vec<OptionConfig>,
+}
+
+/// One `[[host.insert_options]]` entry.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OptionConfig {
+    /// The option type, e.g. `0x3e` (ROSA) or `0x1e` (sticky).
+    #[serde(rename = "type")]
+    pub option_type: u8,
+    /// The option data, as hex (at most 255 bytes).
+    #[serde(default)]
+    pub data: String,
 }
 
 impl Default for HostConfig {
@@ -81,6 +98,7 @@ impl Default for HostConfig {
             max_body_bytes: 16 * 1024 * 1024,
             max_generated_body: 1 << 30,
             idle_timeout_s: 120,
+            insert_options: Vec::new(),
         }
     }
 }
@@ -101,6 +119,9 @@ pub enum ConfigError {
     /// The instance name is unusable in a header.
     #[error("key `instance`: {0:?} must be 1..64 visible ASCII characters")]
     BadInstance(String),
+    /// An `insert_options` entry is unusable.
+    #[error("key `insert_options`: {0}")]
+    BadOption(String),
 }
 
 impl HostConfig {
@@ -147,6 +168,7 @@ impl HostConfig {
             "256..=2^20",
         )?;
         check("body_size", self.body_size, 0, 1 << 30, "0..=2^30")?;
+        self.option_reprs()?;
         if let Some(i) = &self.instance {
             if i.is_empty() || i.len() > 64 || !i.bytes().all(|b| b.is_ascii_graphic()) {
                 return Err(ConfigError::BadInstance(i.clone()));
@@ -156,12 +178,52 @@ impl HostConfig {
     }
 }
 
+impl HostConfig {
+    /// The configured options, decoded.
+    fn option_reprs(&self) -> Result<Vec<OwnedOption>, ConfigError> {
+        self.insert_options
+            .iter()
+            .map(|o| {
+                let t = OptionType::from(o.option_type);
+                if t.is_padding() {
+                    return Err(ConfigError::BadOption(format!("type {t} is padding")));
+                }
+                if t.unknown_action() != UnknownAction::Skip {
+                    return Err(ConfigError::BadOption(format!(
+                        "type 0x{:02x}: its action bits make peers that do not know it drop the packet; use a type with the high bits 00 (e.g. 0x1e, 0x3e)",
+                        o.option_type
+                    )));
+                }
+                let data = hex(&o.data)
+                    .ok_or_else(|| ConfigError::BadOption(format!("data {:?} is not hex", o.data)))?;
+                let repr = OptionRepr::new(t, &data)
+                    .map_err(|e| ConfigError::BadOption(format!("type {t}: {e}")))?;
+                OwnedOption::from_repr(&repr)
+                    .ok_or_else(|| ConfigError::BadOption(format!("type {t} cannot be carried")))
+            })
+            .collect()
+    }
+}
+
+fn hex(s: &str) -> Option<Vec<u8>> {
+    let s = s.trim();
+    if s.len() % 2 != 0 {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
 /// The host role.
 pub struct Host {
     cfg: HostConfig,
     server: server::Server,
     clients: client::Clients,
     echo: Vec<SocketHandle>,
+    options: Vec<OwnedOption>,
+    options_len: usize,
 }
 
 impl Host {
@@ -169,7 +231,17 @@ impl Host {
     pub fn new(node: &str, cfg: HostConfig) -> Result<Self, ConfigError> {
         cfg.validate()?;
         let instance = cfg.instance.clone().unwrap_or_else(|| node.to_owned());
+        let options = cfg.option_reprs()?;
+        // Next header + length, the options, padded to 8 octets.
+        let raw: usize = 2 + options.iter().map(|o| 2 + o.data().len()).sum::<usize>();
+        let options_len = if options.is_empty() {
+            0
+        } else {
+            raw.div_ceil(8) * 8
+        };
         Ok(Self {
+            options,
+            options_len,
             server: server::Server::new(&cfg, instance),
             clients: client::Clients::new(&cfg),
             cfg,
@@ -237,6 +309,54 @@ impl Role for Host {
         }
     }
 
+    fn header_reserve(&self) -> usize {
+        self.options_len
+    }
+
+    /// Strip our Destination Options header (smoltcp would drop the packet
+    /// with a Parameter Problem), counting what it carried.
+    fn ingress(&mut self, cx: &mut FrameContext<'_>, _port: usize, frame: &mut Vec<u8>) -> Verdict {
+        if frame.get(12..14) != Some(&[0x86, 0xdd][..]) {
+            return Verdict::Pass;
+        }
+        match edit::strip_dest_opts(frame) {
+            Ok(None) => Verdict::Pass,
+            Ok(Some(opts)) => {
+                cx.stats.bump("shim.dest_opts_stripped");
+                for o in &opts {
+                    cx.stats.bump(match o.option_type() {
+                        OptionType::Rosa => "shim.option_rx.rosa",
+                        OptionType::Sticky => "shim.option_rx.sticky",
+                        _ => "shim.option_rx.other",
+                    });
+                }
+                Verdict::Pass
+            }
+            Err(edit::EditError::UnknownOption { .. }) => Verdict::Drop("ipv6_option_unknown"),
+            Err(edit::EditError::Fragmented) => Verdict::Drop("ipv6_options_on_fragment"),
+            Err(_) => Verdict::Drop("ipv6_options_malformed"),
+        }
+    }
+
+    /// Carry the configured options on every TCP and UDP packet over IPv6.
+    fn egress(&mut self, cx: &mut FrameContext<'_>, _port: usize, frame: &mut Vec<u8>) -> Verdict {
+        if self.options.is_empty() || frame.get(12..14) != Some(&[0x86, 0xdd][..]) {
+            return Verdict::Pass;
+        }
+        // Only transport packets: neighbour discovery and MLD stay plain.
+        if !matches!(frame.get(14 + 6), Some(6 | 17)) {
+            return Verdict::Pass;
+        }
+        let reprs: Vec<OptionRepr<'_>> = self.options.iter().map(OwnedOption::as_repr).collect();
+        match edit::insert_dest_opts(frame, &reprs) {
+            Ok(()) => {
+                cx.stats.bump("shim.dest_opts_inserted");
+                Verdict::Pass
+            }
+            Err(_) => Verdict::Drop("ipv6_options_insert_failed"),
+        }
+    }
+
     fn poll(&mut self, cx: &mut Context<'_>) -> bool {
         let mut any = self.server.poll(cx);
         any |= self.clients.poll(cx);
@@ -279,4 +399,81 @@ fn help() -> Value {
             "post URL --body-size B [...]": "as get, with a POST body of B bytes",
         }
     })
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    fn with_options(opts: &[(u8, &str)]) -> HostConfig {
+        HostConfig {
+            insert_options: opts
+                .iter()
+                .map(|&(t, d)| OptionConfig {
+                    option_type: t,
+                    data: d.into(),
+                })
+                .collect(),
+            ..HostConfig::default()
+        }
+    }
+
+    #[test]
+    fn options_reserve_their_padded_header() {
+        let h = Host::new("h", with_options(&[(0x3e, "1102aabbccdd")])).unwrap();
+        // 2 (next header, length) + 2 + 6 = 10, padded to 16.
+        assert_eq!(h.header_reserve(), 16);
+        let h = Host::new("h", with_options(&[(0x1e, ""), (0x3e, "00")])).unwrap();
+        assert_eq!(h.header_reserve(), 8);
+        assert_eq!(
+            Host::new("h", HostConfig::default())
+                .unwrap()
+                .header_reserve(),
+            0
+        );
+    }
+
+    #[test]
+    fn unusable_options_are_refused_with_the_reason() {
+        let err = |opts: &[(u8, &str)]| {
+            Host::new("h", with_options(opts))
+                .err()
+                .unwrap()
+                .to_string()
+        };
+        assert!(err(&[(0x00, "")]).contains("padding"));
+        assert!(err(&[(0x01, "00")]).contains("padding"));
+        // 0x5e: action bits 01, peers that do not know it drop the packet.
+        assert!(err(&[(0x5e, "")]).contains("action bits"));
+        assert!(err(&[(0x3e, "abc")]).contains("not hex"));
+        assert!(err(&[(0x3e, "zz")]).contains("not hex"));
+        assert!(
+            err(&[(0x3e, &"00".repeat(256))]).contains("0x3e")
+                || err(&[(0x3e, &"00".repeat(256))]).contains("ROSA")
+        );
+    }
+
+    #[test]
+    fn out_of_range_keys_are_named() {
+        let e = Host::new(
+            "h",
+            HostConfig {
+                listeners: 0,
+                ..HostConfig::default()
+            },
+        )
+        .err()
+        .unwrap();
+        assert!(e.to_string().contains("listeners"), "{e}");
+        let e = Host::new(
+            "h",
+            HostConfig {
+                instance: Some("a b".into()),
+                ..HostConfig::default()
+            },
+        )
+        .err()
+        .unwrap();
+        assert!(e.to_string().contains("instance"), "{e}");
+    }
 }
