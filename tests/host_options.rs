@@ -4,9 +4,9 @@
 //! the option is present with the configured type and length, checksums are
 //! valid, and the exchange completes with verified bodies. Needs root.
 
-mod support;
+mod common;
 
-use support::{need_root, svcroute_json, tshark_fields, Lab};
+use common::{have, lab_name, root_or_skip, tshark_fields, Lab};
 
 fn lab_file(name: &str) -> String {
     format!(
@@ -40,28 +40,31 @@ insert_options = [{{ type = 0x1e, data = "0102" }}]
 
 #[test]
 fn tcp_with_our_option_both_ways_completes_and_is_valid_on_the_wire() {
-    need_root!();
-    if !support::have("tshark") {
+    if !root_or_skip() {
+        return;
+    }
+    if !have("tshark") {
         eprintln!("SKIP: tshark not installed (scripts/setup installs it)");
         return;
     }
-    let lab = Lab::up_text('o', lab_file);
-    let r = svcroute_json(&[
-        "ctl",
+    let name = lab_name('o', 'a');
+    let lab = Lab::up(&name, &lab_file(&name));
+    let r = lab.ctl(
         "a",
-        "--json",
-        "get",
-        "http://[fd00::b]/bytes/300000",
-        "--requests",
-        "10",
-        "--concurrency",
-        "2",
-        "--verify",
-    ]);
+        &[
+            "get",
+            "http://[fd00::b]/bytes/300000",
+            "-n",
+            "10",
+            "-c",
+            "2",
+            "--verify",
+        ],
+    );
     assert_eq!(r["ok"], 10, "{r:#}");
     assert_eq!(r["body_bytes"], 3_000_000, "{r:#}");
-    let a = svcroute_json(&["ctl", "a", "stats", "--json"]);
-    let b = svcroute_json(&["ctl", "b", "stats", "--json"]);
+    let a = lab.stats("a");
+    let b = lab.stats("b");
     for (who, s, rx) in [
         ("a", &a, "shim.option_rx.sticky"),
         ("b", &b, "shim.option_rx.rosa"),
@@ -120,4 +123,5 @@ fn tcp_with_our_option_both_ways_completes_and_is_valid_on_the_wire() {
         assert_eq!(sum, "1", "bad TCP checksum: {row:?}");
     }
     assert!(from_a > 50 && from_b > 50, "a {from_a}, b {from_b}");
+    lab.down();
 }

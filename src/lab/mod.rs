@@ -267,6 +267,19 @@ fn build(st: &mut State, kids: &mut Kids, exe: &Path) -> Result<()> {
             "net.ipv6.conf.default.disable_ipv6=1",
         ],
     )?;
+    // With br_netfilter loaded (Docker hosts, ...) a new namespace's bridges
+    // pass frames through the kernel's IP checks, which silently drop the
+    // malformed frames a lab exists to show to its nodes. Bridges are wires.
+    if Path::new("/proc/sys/net/bridge").exists() {
+        netns::sysctl(
+            ns,
+            &[
+                "net.bridge.bridge-nf-call-iptables=0",
+                "net.bridge.bridge-nf-call-ip6tables=0",
+                "net.bridge.bridge-nf-call-arptables=0",
+            ],
+        )?;
+    }
     for s in &lab.segments {
         netns::ip_in(
             ns,

@@ -160,8 +160,9 @@ pub enum ControlReply {
 /// The protocol logic of a node, driven by [`Node`].
 ///
 /// Call order, per [`Node::poll`]: [`Role::ingress`] for every received frame,
-/// then rounds of (smoltcp poll, [`Role::poll`], [`Role::egress`] for every
-/// frame smoltcp produced). [`Role::poll_at`] is asked before the node sleeps.
+/// [`Role::poll`] once if any frame arrived (before smoltcp sees them), then
+/// rounds of (smoltcp poll, [`Role::poll`], [`Role::egress`] for every frame
+/// smoltcp produced). [`Role::poll_at`] is asked before the node sleeps.
 /// [`Role::start`] runs once before the first poll, [`Role::stop`] once when
 /// the node is told to stop.
 pub trait Role {
@@ -315,7 +316,19 @@ impl<L: Link, R: Role> Node<L, R> {
             self.role.start(&mut cx);
             any = true;
         }
-        any |= self.drain_links(now)?;
+        if self.drain_links(now)? {
+            any = true;
+            // Before smoltcp sees what arrived, the role may prepare for it
+            // (e.g. arm a listening socket per SYN its ingress counted).
+            let mut cx = Context {
+                now,
+                ports: &mut self.ports,
+                stats: &mut self.stats,
+                out: &mut self.out,
+                replies: &mut self.replies,
+            };
+            self.role.poll(&mut cx);
+        }
         for _ in 0..MAX_ROUNDS {
             let mut progress = false;
             for p in &mut self.ports {
@@ -528,7 +541,14 @@ pub fn check_frame(frame: &[u8]) -> Result<(), &'static str> {
         0x0806 if frame.len() >= 14 + 28 => Ok(()),
         0x0806 => Err("malformed_arp"),
         0x0800 | 0x86dd => match etherparse::SlicedPacket::from_ethernet(frame) {
-            Ok(_) => Ok(()),
+            // smoltcp 0.14 reassembles IPv4 but not IPv6 over Ethernet: it
+            // would answer a fragment with a bogus Parameter Problem.
+            Ok(p) => match p.net {
+                Some(etherparse::NetSlice::Ipv6(v6)) if v6.is_payload_fragmented() => {
+                    Err("ipv6_fragment_unsupported")
+                }
+                _ => Ok(()),
+            },
             Err(SliceError::Len(_)) => Err("malformed_truncated"),
             Err(SliceError::Ipv4(_) | SliceError::Ipv4Exts(_)) => Err("malformed_ipv4"),
             Err(SliceError::Ipv6(_) | SliceError::Ipv6Exts(_) | SliceError::Ip(_)) => {

@@ -216,6 +216,9 @@ fn hex(s: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
+/// Largest datagram the UDP echo returns; larger ones are dropped and counted.
+pub const ECHO_MAX: usize = 2048;
+
 /// The host role.
 pub struct Host {
     cfg: HostConfig,
@@ -265,23 +268,52 @@ impl Host {
             let sock = port.sockets.get_mut::<udp::Socket>(h);
             // Echo what fits in the TX buffer; the rest waits in RX.
             while sock.can_recv() && sock.can_send() {
-                let mut buf = [0u8; 2048];
-                let Ok((n, meta)) = sock.recv_slice(&mut buf) else {
-                    break;
+                let mut buf = [0u8; ECHO_MAX];
+                let (n, meta) = match sock.recv_slice(&mut buf) {
+                    Ok(r) => r,
+                    // smoltcp dropped a datagram larger than the buffer.
+                    Err(udp::RecvError::Truncated) => {
+                        any = true;
+                        cx.stats.drop("udp_echo_too_big");
+                        continue;
+                    }
+                    Err(udp::RecvError::Exhausted) => break,
                 };
                 any = true;
                 cx.stats.bump("udp_echo.datagrams");
-                if n == buf.len() {
-                    // A datagram over 2 KiB was truncated: do not echo a lie.
-                    cx.stats.drop("udp_echo_too_big");
-                    continue;
-                }
                 if sock.send_slice(&buf[..n], meta.endpoint).is_err() {
                     cx.stats.drop("udp_echo_tx_full");
                 }
             }
         }
         any
+    }
+}
+
+impl Host {
+    /// Strip our Destination Options header (smoltcp would drop the packet
+    /// with a Parameter Problem), counting what it carried.
+    fn strip_options(&mut self, cx: &mut FrameContext<'_>, frame: &mut Vec<u8>) -> Verdict {
+        if frame.get(12..14) != Some(&[0x86, 0xdd][..]) {
+            return Verdict::Pass;
+        }
+        match edit::strip_dest_opts(frame) {
+            Ok(None) => Verdict::Pass,
+            Ok(Some(opts)) => {
+                cx.stats.bump("shim.dest_opts_stripped");
+                for o in &opts {
+                    cx.stats.bump(match o.option_type() {
+                        OptionType::Rosa => "shim.option_rx.rosa",
+                        OptionType::Sticky => "shim.option_rx.sticky",
+                        _ => "shim.option_rx.other",
+                    });
+                }
+                Verdict::Pass
+            }
+            Err(edit::EditError::UnknownOption { .. }) => Verdict::Drop("ipv6_option_unknown"),
+            Err(edit::EditError::Fragmented) => Verdict::Drop("ipv6_options_on_fragment"),
+            Err(_) => Verdict::Drop("ipv6_options_malformed"),
+        }
     }
 }
 
@@ -313,29 +345,14 @@ impl Role for Host {
         self.options_len
     }
 
-    /// Strip our Destination Options header (smoltcp would drop the packet
-    /// with a Parameter Problem), counting what it carried.
-    fn ingress(&mut self, cx: &mut FrameContext<'_>, _port: usize, frame: &mut Vec<u8>) -> Verdict {
-        if frame.get(12..14) != Some(&[0x86, 0xdd][..]) {
-            return Verdict::Pass;
+    /// Strip our options (see [`Host::strip_options`]) and note SYNs to our
+    /// services so listeners are armed before smoltcp sees them.
+    fn ingress(&mut self, cx: &mut FrameContext<'_>, port: usize, frame: &mut Vec<u8>) -> Verdict {
+        let verdict = self.strip_options(cx, frame);
+        if verdict == Verdict::Pass {
+            self.server.saw_syn(port, frame);
         }
-        match edit::strip_dest_opts(frame) {
-            Ok(None) => Verdict::Pass,
-            Ok(Some(opts)) => {
-                cx.stats.bump("shim.dest_opts_stripped");
-                for o in &opts {
-                    cx.stats.bump(match o.option_type() {
-                        OptionType::Rosa => "shim.option_rx.rosa",
-                        OptionType::Sticky => "shim.option_rx.sticky",
-                        _ => "shim.option_rx.other",
-                    });
-                }
-                Verdict::Pass
-            }
-            Err(edit::EditError::UnknownOption { .. }) => Verdict::Drop("ipv6_option_unknown"),
-            Err(edit::EditError::Fragmented) => Verdict::Drop("ipv6_options_on_fragment"),
-            Err(_) => Verdict::Drop("ipv6_options_malformed"),
-        }
+        verdict
     }
 
     /// Carry the configured options on every TCP and UDP packet over IPv6.

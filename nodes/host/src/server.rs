@@ -15,7 +15,8 @@
 //! | `POST` any other path | 200, `received <n> bytes\n` |
 //! | other methods | 405 with `Allow` |
 //!
-//! Every answer carries `X-Instance: <name>` and `Server: svcroute-host`.
+//! Every answer to a parsed request carries `X-Instance: <name>` and
+//! `Server: svcroute-host` (framing errors are answered by `ServerConn`).
 
 use std::rc::Rc;
 
@@ -69,11 +70,14 @@ impl Pool {
         }
     }
 
-    /// Sockets that left `Listen` since the last call; listeners re-armed.
+    /// Sockets that left `Listen` since the last call; listeners re-armed,
+    /// `burst` more than usual for SYNs that arrived and are not yet seen by
+    /// smoltcp (a listen backlog: smoltcp resets a SYN no socket listens for).
     pub(crate) fn accept(
         &mut self,
         sockets: &mut SocketSet<'static>,
         stats: &mut Counters,
+        burst: usize,
     ) -> Vec<SocketHandle> {
         let mut new = Vec::new();
         self.listening.retain(|&h| {
@@ -86,7 +90,7 @@ impl Pool {
             }
         });
         self.active += new.len();
-        while self.listening.len() < self.want {
+        while self.listening.len() < self.want + burst {
             if self.active + self.listening.len() >= self.max {
                 stats.bump("tcp.connection_limit");
                 break;
@@ -128,6 +132,8 @@ struct PortServer {
     sinks: Vec<SocketHandle>,
     /// Sockets closed by us, removed from the set once fully closed.
     closing: Vec<SocketHandle>,
+    /// SYNs to the HTTP and discard ports seen by the shim since the last poll.
+    syns: [usize; 2],
 }
 
 /// The HTTP server and discard sink of every port.
@@ -187,6 +193,7 @@ impl Server {
                     .then(|| Pool::new(self.cfg.discard_port, &self.cfg)),
                 sinks: Vec::new(),
                 closing: Vec::new(),
+                syns: [0; 2],
             });
         }
         self.poll(cx);
@@ -201,8 +208,9 @@ impl Server {
         let mut any = false;
         for (ps, port) in self.ports.iter_mut().zip(cx.ports.iter_mut()) {
             let sockets = &mut port.sockets;
+            let syns = std::mem::take(&mut ps.syns);
             if let Some(pool) = &mut ps.http {
-                for handle in pool.accept(sockets, cx.stats) {
+                for handle in pool.accept(sockets, cx.stats, syns[0]) {
                     cx.stats.bump("http.connections");
                     ps.conns.push(Conn {
                         handle,
@@ -214,7 +222,7 @@ impl Server {
                 }
             }
             if let Some(pool) = &mut ps.discard {
-                for h in pool.accept(sockets, cx.stats) {
+                for h in pool.accept(sockets, cx.stats, syns[1]) {
                     cx.stats.bump("discard.connections");
                     ps.sinks.push(h);
                     any = true;
@@ -279,6 +287,22 @@ impl Server {
             });
         }
         any
+    }
+
+    /// Note a SYN arriving on `port` (called by the ingress shim, before
+    /// smoltcp sees it) so the next poll arms a listener for it.
+    pub(crate) fn saw_syn(&mut self, port: usize, frame: &[u8]) {
+        let Some(dst) = tcp_syn_dst_port(frame) else {
+            return;
+        };
+        let Some(ps) = self.ports.get_mut(port) else {
+            return;
+        };
+        if dst == self.cfg.http_port && ps.http.is_some() {
+            ps.syns[0] += 1;
+        } else if dst == self.cfg.discard_port && ps.discard.is_some() {
+            ps.syns[1] += 1;
+        }
     }
 
     pub(crate) fn poll_at(&self, _now: Instant) -> Option<Instant> {
@@ -358,6 +382,21 @@ fn serve(
             ServerEvent::Closed => return (true, true),
         }
     }
+}
+
+/// The destination port of a TCP SYN (without ACK) in an Ethernet frame
+/// whose upper layer directly follows the IP header.
+fn tcp_syn_dst_port(frame: &[u8]) -> Option<u16> {
+    let tcp = match frame.get(12..14)? {
+        [0x08, 0x00] => {
+            let ihl = usize::from(frame.get(14)? & 0x0f) * 4;
+            (*frame.get(14 + 9)? == 6).then_some(14 + ihl)?
+        }
+        [0x86, 0xdd] => (*frame.get(14 + 6)? == 6).then_some(14 + 40)?,
+        _ => return None,
+    };
+    let flags = *frame.get(tcp + 13)?;
+    (flags & 0x12 == 0x02).then(|| u16::from_be_bytes([frame[tcp + 2], frame[tcp + 3]]))
 }
 
 fn stream_pattern(
