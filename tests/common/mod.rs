@@ -446,3 +446,34 @@ pub(crate) fn tshark_fields(
         .map(|l| l.split('|').map(str::to_owned).collect())
         .collect()
 }
+
+/// Write lab file `toml` for lab `name` into a temporary directory.
+pub(crate) fn write_lab_file(name: &str, toml: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("svcroute-tests-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("creating the lab file directory");
+    let file = dir.join(format!("{name}.toml"));
+    std::fs::write(&file, toml).expect("writing the lab file");
+    file
+}
+
+/// Runs `lab down NAME` when dropped: for tests of `lab up` failing, which
+/// must create nothing, but must not leave anything either if they are wrong.
+pub(crate) struct DownOnDrop(pub(crate) String);
+
+impl Drop for DownOnDrop {
+    fn drop(&mut self) {
+        let _ = Command::new(BIN).args(["lab", "down", &self.0]).output();
+    }
+}
+
+/// Assert lab `name` has no namespace and no run directory.
+#[track_caller]
+pub(crate) fn assert_nothing_of(name: &str) {
+    assert_eq!(
+        namespaces_of(name),
+        Vec::<String>::new(),
+        "namespaces left behind"
+    );
+    let dir = PathBuf::from(format!("/run/svcroute/lab/{name}"));
+    assert!(!dir.exists(), "run dir {} left behind", dir.display());
+}
