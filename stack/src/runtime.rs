@@ -589,6 +589,7 @@ pub enum Exit {
 /// Run `node` on real links until SIGTERM/SIGINT: the driver of DESIGN.md
 /// "The loop". Returns on a signal; an `Err` is an I/O failure of a link or
 /// the control socket.
+#[allow(clippy::disallowed_methods)] // the driver is where real time enters
 pub fn run<L: Link, R: Role>(node: &mut Node<L, R>, opts: &RunOptions) -> io::Result<Exit> {
     crate::phy::sys::install_stop_handlers()?;
     let clock = std::time::Instant::now();

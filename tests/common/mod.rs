@@ -83,6 +83,7 @@ pub(crate) fn lab_name(prefix: char, suffix: char) -> String {
 }
 
 /// Poll `f` every 50 ms until it holds or `secs` pass; whether it held.
+#[allow(clippy::disallowed_methods)] // tests drive real processes in real time
 pub(crate) fn wait_until(secs: u64, mut f: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + Duration::from_secs(secs);
     loop {
