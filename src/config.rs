@@ -2,6 +2,7 @@
 //!
 //! ```toml
 //! name = "h1"                          # node name (control socket, logs)
+//! busy_poll_us = 0                     # optional: poll this long after work before sleeping
 //!
 //! [[port]]                             # one per TAP
 //! tap = "h1-0"                         # existing TAP device (≤ 15 bytes)
@@ -48,6 +49,8 @@ pub(crate) struct PortFile {
 pub(crate) trait NodeFile: DeserializeOwned {
     /// The node name.
     fn name(&self) -> &str;
+    /// Microseconds to keep polling after work before sleeping (0: none).
+    fn busy_poll_us(&self) -> u64;
     /// The ports.
     fn ports(&self) -> &[PortFile];
 }
@@ -59,6 +62,8 @@ macro_rules! node_file {
         #[serde(deny_unknown_fields)]
         pub(crate) struct $file {
             pub(crate) name: String,
+            #[serde(default)]
+            pub(crate) busy_poll_us: u64,
             #[serde(rename = "port", default)]
             pub(crate) ports: Vec<$crate::config::PortFile>,
             #[serde(default)]
@@ -67,6 +72,9 @@ macro_rules! node_file {
         impl $crate::config::NodeFile for $file {
             fn name(&self) -> &str {
                 &self.name
+            }
+            fn busy_poll_us(&self) -> u64 {
+                self.busy_poll_us
             }
             fn ports(&self) -> &[$crate::config::PortFile] {
                 &self.ports
@@ -81,19 +89,7 @@ node_file!(HostFile, host, svcroute_host::HostConfig);
 pub(crate) fn load<F: NodeFile>(path: &Path) -> Result<F> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let file: F = toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-    validate_name(file.name()).with_context(|| format!("{}: key `name`", path.display()))?;
-    if file.ports().is_empty() {
-        bail!(
-            "{}: no [[port]]: a node needs at least one TAP",
-            path.display()
-        );
-    }
-    for (i, p) in file.ports().iter().enumerate() {
-        port_config(file.name(), i, p)
-            .with_context(|| format!("{}: [[port]] #{}", path.display(), i + 1))?;
-    }
-    Ok(file)
+    parse_str(&text, &path.display().to_string())
 }
 
 /// Parse and validate a node file held in memory (`svcroute lab` generates
@@ -101,6 +97,9 @@ pub(crate) fn load<F: NodeFile>(path: &Path) -> Result<F> {
 pub(crate) fn parse_str<F: NodeFile>(text: &str, origin: &str) -> Result<F> {
     let file: F = toml::from_str(text).map_err(|e| anyhow::anyhow!("{origin}: {e}"))?;
     validate_name(file.name()).with_context(|| format!("{origin}: key `name`"))?;
+    if file.busy_poll_us() > 1_000_000 {
+        bail!("{origin}: key `busy_poll_us`: at most 1000000 (one second)");
+    }
     if file.ports().is_empty() {
         bail!("{origin}: no [[port]]: a node needs at least one TAP");
     }

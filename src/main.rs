@@ -192,6 +192,7 @@ fn run_node<F: NodeFile, R: Role>(
         &mut node,
         &RunOptions {
             control: Some(control),
+            busy_poll: Duration::from_micros(file.busy_poll_us()),
         },
     )
     .context("node stopped on an I/O error")?;

@@ -61,6 +61,9 @@ struct NodeToml {
     /// Record the node's frames to `<rundir>/<node>.pcap` (`--pcap`).
     #[serde(default)]
     pcap: bool,
+    /// Copied to the node file: poll this long after work before sleeping.
+    #[serde(default)]
+    busy_poll_us: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -378,6 +381,10 @@ fn parse_inner(text: &str) -> Result<Lab> {
         }
         let mut root = toml::Table::new();
         root.insert("name".into(), name.clone().into());
+        if let Some(us) = n.busy_poll_us {
+            let us = i64::try_from(us).unwrap_or(i64::MAX);
+            root.insert("busy_poll_us".into(), us.into());
+        }
         root.insert("port".into(), toml::Value::Array(port_tables));
         let role_section = n
             .config

@@ -87,7 +87,8 @@ impl ControlServer {
     pub fn poll(
         &mut self,
         mut handle: impl FnMut(u64, &Request) -> Option<Value>,
-    ) -> io::Result<()> {
+    ) -> io::Result<bool> {
+        let mut handled = false;
         loop {
             match self.listener.accept() {
                 Ok((stream, _)) => {
@@ -122,6 +123,7 @@ impl ControlServer {
                         args: line.split_whitespace().map(str::to_owned).collect(),
                     };
                     c.waiting = true;
+                    handled = true;
                     let id = c.id;
                     if let Some(v) = handle(id, &req) {
                         self.reply(id, &v);
@@ -135,7 +137,7 @@ impl ControlServer {
                 }
             }
         }
-        Ok(())
+        Ok(handled)
     }
 
     /// Send the answer of request `id` and close its connection.

@@ -240,6 +240,7 @@ pub struct Node<L, R> {
     out: Outbox,
     replies: Vec<(u64, Value)>,
     started: bool,
+    scratch: Vec<u8>,
 }
 
 impl<L: Link, R: Role> Node<L, R> {
@@ -267,6 +268,7 @@ impl<L: Link, R: Role> Node<L, R> {
             out: Outbox::default(),
             replies: Vec::new(),
             started: false,
+            scratch: Vec::new(),
         }
     }
 
@@ -442,15 +444,19 @@ impl<L: Link, R: Role> Node<L, R> {
         let mut any = false;
         for (i, (p, link)) in self.ports.iter_mut().zip(&mut self.links).enumerate() {
             let max = link.max_frame();
+            if self.scratch.len() < max {
+                self.scratch.resize(max, 0);
+            }
             for _ in 0..RX_BUDGET {
-                let mut buf = p.dev.buffer();
-                buf.resize(max, 0);
-                let Some(n) = link.recv(&mut buf)? else {
-                    p.dev.recycle(buf);
+                // Read into one long-lived buffer and copy out only what
+                // arrived: zero-filling a pooled buffer up to `max` (64 KiB
+                // with offloads) per frame cost more than the copy.
+                let Some(n) = link.recv(&mut self.scratch[..max])? else {
                     break;
                 };
                 any = true;
-                buf.truncate(n);
+                let mut buf = p.dev.buffer();
+                buf.extend_from_slice(&self.scratch[..n]);
                 self.stats.rx_frames += 1;
                 self.stats.rx_bytes += n as u64;
                 if n < 14 {
@@ -577,6 +583,10 @@ fn send<L: Link>(link: &mut L, stats: &mut Counters, frame: &[u8]) -> io::Result
 pub struct RunOptions {
     /// Path of the control socket (none: no control socket).
     pub control: Option<PathBuf>,
+    /// After doing work, keep polling without sleeping for this long (zero:
+    /// sleep as soon as there is nothing to do). Trades a busy CPU for
+    /// wake-up latency under load.
+    pub busy_poll: StdDuration,
 }
 
 /// Why the real driver returned.
@@ -599,27 +609,41 @@ pub fn run<L: Link, R: Role>(node: &mut Node<L, R>, opts: &RunOptions) -> io::Re
         None => None,
     };
     let mut fds = Vec::new();
+    let busy_poll = Duration::from_micros(opts.busy_poll.as_micros() as u64);
+    let mut last_work = Instant::ZERO;
     loop {
         if crate::phy::sys::stop_requested() {
             node.stop(now())?;
             return Ok(Exit::Signal);
         }
         let t = now();
-        node.poll(t)?;
+        let mut worked = node.poll(t)?;
         if let Some(ctl) = &mut ctl {
-            ctl.poll(|id, req: &Request| node.control(t, id, &req.args))?;
-            for (id, v) in node.take_replies() {
-                ctl.reply(id, &v);
+            let asked = ctl.poll(|id, req: &Request| node.control(t, id, &req.args))?;
+            let replies = node.take_replies();
+            for (id, v) in &replies {
+                ctl.reply(*id, v);
             }
-            // A control request may have made work (a client job): poll again.
-            node.poll(now())?;
+            if asked || !replies.is_empty() {
+                // A control request may have made work (a client job).
+                worked |= node.poll(now())?;
+            }
         }
         let t = now();
-        let timeout = match node.poll_at(t) {
+        if worked {
+            last_work = t;
+        }
+        let mut timeout = match node.poll_at(t) {
             Some(at) if at <= t => Some(StdDuration::ZERO),
             Some(at) => Some(StdDuration::from_micros((at - t).total_micros())),
             None => None,
         };
+        // Opt-in busy-poll: right after work, look again at once instead of
+        // sleeping, for up to `busy_poll`; waking a sleeping CPU costs more
+        // than a request at high rates (see docs/bench.md).
+        if t - last_work < busy_poll {
+            timeout = Some(StdDuration::ZERO);
+        }
         fds.clear();
         fds.extend(node.links.iter().filter_map(Link::raw_fd));
         if let Some(ctl) = &ctl {

@@ -2,9 +2,13 @@
 //!
 //! The loop pushes frames the shim passed into `rx`; smoltcp's output lands in
 //! `tx`, from where the loop takes it through the shim's egress. Buffers are
-//! recycled through a free list so the steady state allocates nothing.
+//! recycled through a free list shared with the receive tokens (smoltcp
+//! drops a token once it has read the frame), so the steady state allocates
+//! nothing.
 
+use std::cell::RefCell;
 use std::collections::VecDeque;
+use std::rc::Rc;
 
 use smoltcp::phy::{self, Checksum, ChecksumCapabilities, DeviceCapabilities, Medium};
 use smoltcp::time::Instant;
@@ -16,10 +20,32 @@ pub struct QueueDevice {
     pub rx: VecDeque<Vec<u8>>,
     /// Frames smoltcp produced, waiting for the shim and the link.
     pub tx: VecDeque<Vec<u8>>,
-    pool: Vec<Vec<u8>>,
+    pool: Pool,
     mtu: usize,
     max_burst: Option<usize>,
     verify_rx_checksums: bool,
+}
+
+/// Free buffers, shared by the device and its receive tokens.
+#[derive(Debug, Default, Clone)]
+struct Pool(Rc<RefCell<Vec<Vec<u8>>>>);
+
+/// Most buffers kept for reuse.
+const POOL_MAX: usize = 1024;
+
+impl Pool {
+    fn take(&self) -> Vec<u8> {
+        let mut b = self.0.borrow_mut().pop().unwrap_or_default();
+        b.clear();
+        b
+    }
+
+    fn give(&self, buf: Vec<u8>) {
+        let mut pool = self.0.borrow_mut();
+        if pool.len() < POOL_MAX {
+            pool.push(buf);
+        }
+    }
 }
 
 impl QueueDevice {
@@ -39,22 +65,18 @@ impl QueueDevice {
 
     /// Take a cleared buffer from the pool (or a new one).
     pub fn buffer(&mut self) -> Vec<u8> {
-        let mut b = self.pool.pop().unwrap_or_default();
-        b.clear();
-        b
+        self.pool.take()
     }
 
     /// Return a buffer to the pool.
     pub fn recycle(&mut self, buf: Vec<u8>) {
-        if self.pool.len() < 256 {
-            self.pool.push(buf);
-        }
+        self.pool.give(buf);
     }
 }
 
-/// Receive token of [`QueueDevice`].
+/// Receive token of [`QueueDevice`]: gives its buffer back when consumed.
 #[derive(Debug)]
-pub struct RxToken(Vec<u8>);
+pub struct RxToken(Vec<u8>, Pool);
 
 /// Transmit token of [`QueueDevice`].
 #[derive(Debug)]
@@ -66,7 +88,7 @@ impl phy::Device for QueueDevice {
 
     fn receive(&mut self, _now: Instant) -> Option<(RxToken, TxToken<'_>)> {
         let frame = self.rx.pop_front()?;
-        Some((RxToken(frame), TxToken(self)))
+        Some((RxToken(frame, self.pool.clone()), TxToken(self)))
     }
 
     fn transmit(&mut self, _now: Instant) -> Option<TxToken<'_>> {
@@ -90,10 +112,9 @@ impl phy::Device for QueueDevice {
 
 impl phy::RxToken for RxToken {
     fn consume<R, F: FnOnce(&[u8]) -> R>(self, f: F) -> R {
-        // The buffer is dropped rather than pooled: the token has no way back
-        // to the device. Frames reach smoltcp far less often than they are
-        // pooled on the forwarding path, so this is acceptable.
-        f(&self.0)
+        let r = f(&self.0);
+        self.1.give(self.0);
+        r
     }
 }
 

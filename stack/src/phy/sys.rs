@@ -209,3 +209,45 @@ pub(crate) fn link_mtu(name: &str) -> io::Result<usize> {
     }
     Ok(req.value.max(0) as usize)
 }
+
+/// `readv(2)` into two buffers (a virtio-net header, then the frame).
+pub(crate) fn readv2(fd: RawFd, a: &mut [u8], b: &mut [u8]) -> io::Result<usize> {
+    let iov = [
+        libc::iovec {
+            iov_base: a.as_mut_ptr().cast(),
+            iov_len: a.len(),
+        },
+        libc::iovec {
+            iov_base: b.as_mut_ptr().cast(),
+            iov_len: b.len(),
+        },
+    ];
+    // SAFETY: both iovecs point into live, exclusively borrowed buffers of
+    // the stated lengths for the duration of the call.
+    let n = unsafe { libc::readv(fd, iov.as_ptr(), 2) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
+}
+
+/// `writev(2)` of two buffers (a virtio-net header, then the frame).
+pub(crate) fn writev2(fd: RawFd, a: &[u8], b: &[u8]) -> io::Result<usize> {
+    let iov = [
+        libc::iovec {
+            iov_base: a.as_ptr() as *mut libc::c_void,
+            iov_len: a.len(),
+        },
+        libc::iovec {
+            iov_base: b.as_ptr() as *mut libc::c_void,
+            iov_len: b.len(),
+        },
+    ];
+    // SAFETY: both iovecs point into live buffers of the stated lengths; the
+    // kernel only reads them.
+    let n = unsafe { libc::writev(fd, iov.as_ptr(), 2) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
+}
