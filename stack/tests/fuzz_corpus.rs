@@ -184,9 +184,253 @@ fn regressions() {
         match name.split_once('-').map(|(target, _)| target) {
             Some("ipv6opt") => fuzz::ipv6opt(&bytes),
             Some("shim_edit") => fuzz::shim_edit(&bytes),
+            Some("nsh") => fuzz::nsh(&bytes),
+            Some("gff") => fuzz::gff(&bytes),
+            Some("gre") => fuzz::gre(&bytes),
+            Some("vxlan_gpe") => fuzz::vxlan_gpe(&bytes),
+            Some("nr") => fuzz::nr(&bytes),
+            Some("nsff") => fuzz::nsff(&bytes),
             _ => panic!("{name}: regression files are named <target>-<what>.bin"),
         }
         seen += 1;
     }
     assert!(seen > 0);
+}
+
+/// Half random bytes, half mutated seeds, through `body`; `parses` says
+/// whether an input got past the parser, and enough must.
+#[track_caller]
+fn sfc_corpus(seed: u64, seeds: &[Vec<u8>], body: fn(&[u8]), parses: impl Fn(&[u8]) -> bool) {
+    let mut rng = Rng(seed);
+    let mut parsed = 0;
+    for i in 0..CASES {
+        let input = if i % 2 == 0 {
+            let len = rng.below(80);
+            rng.bytes(len)
+        } else {
+            let seed = &seeds[rng.below(seeds.len())];
+            mutate(&mut rng, seed)
+        };
+        body(&input);
+        parsed += usize::from(parses(&input));
+    }
+    for seed in seeds {
+        assert!(parses(seed), "seed does not parse: {seed:02x?}");
+        body(seed);
+    }
+    assert!(parsed > CASES / 10, "only {parsed} inputs parsed");
+}
+
+fn nsh_seeds() -> Vec<Vec<u8>> {
+    use svcroute_stack::wire::nsh::{
+        ContextHeader, ContextHeaders, Metadata, NextProtocol, Packet, Repr, Spi, Ttl,
+        UnknownMetadata,
+    };
+    let ctx = [ContextHeader::new(0x0101, 0x81, &[0xaa, 0xbb, 0xcc]).unwrap()];
+    let base = Repr {
+        oam: false,
+        ttl: Ttl::MAX,
+        next_protocol: NextProtocol::Ipv4,
+        spi: Spi::new(0x123).unwrap(),
+        si: 0xff,
+        metadata: Metadata::Md1([7; 16]),
+    };
+    let reprs = [
+        base,
+        Repr {
+            next_protocol: NextProtocol::Http,
+            metadata: Metadata::Md2(ContextHeaders::new(&ctx).unwrap()),
+            ..base
+        },
+        Repr {
+            metadata: Metadata::Md2(ContextHeaders::EMPTY),
+            ..base
+        },
+        Repr {
+            metadata: Metadata::Unknown(UnknownMetadata::new(0xf, &[1, 2, 3, 4]).unwrap()),
+            ..base
+        },
+    ];
+    reprs
+        .iter()
+        .map(|r| {
+            let mut b = vec![0; r.buffer_len() + 4];
+            r.emit(&mut Packet::new_unchecked(&mut b[..]));
+            b
+        })
+        .collect()
+}
+
+#[test]
+fn nsh_corpus() {
+    use svcroute_stack::wire::nsh::{Packet, Repr};
+    sfc_corpus(0x5eed_0101, &nsh_seeds(), fuzz::nsh, |b| {
+        Packet::new_checked(b).is_ok_and(|p| Repr::parse(&p).is_ok())
+    });
+}
+
+#[test]
+fn gff_corpus() {
+    use svcroute_stack::wire::gff::{MessageType, Packet, PathId, Repr};
+    let seeds: Vec<Vec<u8>> = [MessageType::TransportData, MessageType::LinkHello]
+        .iter()
+        .map(|&msg_type| {
+            let repr = Repr {
+                msg_type,
+                path_id: PathId::link(3).with(200),
+            };
+            let mut b = vec![0x11; repr.buffer_len() + 6];
+            repr.emit(&mut Packet::new_unchecked(&mut b[..]));
+            b
+        })
+        .collect();
+    sfc_corpus(0x5eed_0102, &seeds, fuzz::gff, |b| {
+        Packet::new_checked(b).is_ok_and(|p| Repr::parse(&p).is_ok())
+    });
+}
+
+#[test]
+fn gre_corpus() {
+    use svcroute_stack::wire::gre::{Packet, ProtocolType, Repr};
+    let seeds: Vec<Vec<u8>> = [true, false]
+        .iter()
+        .map(|&checksum| {
+            let repr = Repr {
+                protocol_type: ProtocolType::Nsh,
+                checksum,
+            };
+            let mut b = nsh_seeds()[0].clone();
+            b.splice(0..0, vec![0; repr.buffer_len()]);
+            let mut p = Packet::new_unchecked(&mut b[..]);
+            repr.emit(&mut p);
+            p.fill_checksum();
+            b
+        })
+        .collect();
+    sfc_corpus(0x5eed_0103, &seeds, fuzz::gre, |b| {
+        Packet::new_checked(b).is_ok_and(|p| Repr::parse(&p).is_ok())
+    });
+}
+
+#[test]
+fn vxlan_gpe_corpus() {
+    use svcroute_stack::wire::vxlan_gpe::{NextProtocol, Packet, Repr, Vni};
+    let repr = Repr {
+        next_protocol: NextProtocol::Nsh,
+        vni: Vni::new(0x12_3456).unwrap(),
+        bum: false,
+        oam: true,
+    };
+    let mut b = nsh_seeds()[1].clone();
+    b.splice(0..0, [0; 8]);
+    repr.emit(&mut Packet::new_unchecked(&mut b[..]));
+    sfc_corpus(0x5eed_0104, &[b], fuzz::vxlan_gpe, |b| {
+        Packet::new_checked(b).is_ok_and(|p| Repr::parse(&p).is_ok())
+    });
+}
+
+#[test]
+fn nr_corpus() {
+    use svcroute_stack::wire::gff::{MessageType, PathId};
+    use svcroute_stack::wire::nr::*;
+    let id = |v| NsffId::new(v).unwrap();
+    let fqdn = [Tlv::Fqdn("svc.example.org")];
+    let reverse = [Tlv::ReversePath(PathId::link(9))];
+    let ids = [1, 2, ALL_NSFFS];
+    let reprs = [
+        Repr::Registration(Registration {
+            deregister: false,
+            hash: hash_fqdn("svc.example.org"),
+            nsff_id: id(1),
+            tlvs: Tlvs::new(&fqdn).unwrap(),
+        }),
+        Repr::PathRequest(PathRequest {
+            hash: 0xbeef,
+            requester: id(2),
+            tlvs: Tlvs::new(&fqdn).unwrap(),
+        }),
+        Repr::PathResponse(PathResponse {
+            hash: 0xbeef,
+            resolution: Some(Resolution {
+                serving: id(3),
+                forward: PathId::link(4).with(5),
+            }),
+            tlvs: Tlvs::new(&reverse).unwrap(),
+        }),
+        Repr::PathUpdate(PathUpdate {
+            kind: UpdateKind::NsffIds,
+            ids: Ids::new(&ids).unwrap(),
+            tlvs: Tlvs::EMPTY,
+        }),
+        Repr::LinkEvent(LinkEvent {
+            link_id: 7,
+            state: LinkState::Down,
+            tlvs: Tlvs::EMPTY,
+        }),
+        Repr::LinkHello(LinkHello {
+            sender: 1,
+            link_id: 2,
+            seq: 3,
+            tlvs: Tlvs::EMPTY,
+        }),
+    ];
+    let seeds: Vec<Vec<u8>> = reprs
+        .iter()
+        .flat_map(|r| {
+            let t = r.message_type();
+            let mut b = vec![0; r.buffer_len()];
+            r.emit(&mut b);
+            let mut signed = b.clone();
+            append_auth(&mut signed, t, 2, b"secret");
+            [b, signed].map(|m| [vec![u8::from(t)], m].concat())
+        })
+        .collect();
+    sfc_corpus(0x5eed_0105, &seeds, fuzz::nr, |b| {
+        b.split_first()
+            .is_some_and(|(&t, m)| Repr::parse(MessageType::from(t & 0x0f), m).is_ok())
+    });
+}
+
+#[test]
+fn nsff_corpus() {
+    use svcroute_stack::wire::gff::PathId;
+    use svcroute_stack::wire::nr::NsffId;
+    use svcroute_stack::wire::nsff::*;
+    let data = DataRepr {
+        seq: 7,
+        window: 16,
+        txn: Txn::new(NsffId::new(3).unwrap(), 9),
+        response: false,
+        open: Some(Open {
+            origin: NsffId::new(3).unwrap(),
+            reverse: PathId::link(1).with(2),
+        }),
+    };
+    let mut seeds = Vec::new();
+    for repr in [data, DataRepr { open: None, ..data }] {
+        let mut b = vec![0; repr.buffer_len(5)];
+        repr.emit(&mut DataPacket::new_unchecked(&mut b[..]), b"GET /");
+        seeds.push([vec![0x00], b].concat());
+    }
+    let nack = NackRepr {
+        txn: data.txn,
+        seqs: Seqs::new(&[1, 2, 5]).unwrap(),
+    };
+    let mut b = vec![0; nack.buffer_len()];
+    nack.emit(&mut NackPacket::new_unchecked(&mut b[..]));
+    seeds.push([vec![0x01], b].concat());
+    sfc_corpus(0x5eed_0106, &seeds, fuzz::nsff, |b| {
+        let Some((&sel, rest)) = b.split_first() else {
+            return false;
+        };
+        if sel & 1 == 1 {
+            return NackPacket::new_checked(rest).is_ok_and(|p| NackRepr::parse(&p).is_ok());
+        }
+        let mut fixed = rest.to_vec();
+        let Ok(mut p) = DataPacket::new_checked(&mut fixed[..]) else {
+            return false;
+        };
+        p.fill_checksum();
+        DataRepr::parse(&DataPacket::new_unchecked(&fixed[..])).is_ok()
+    });
 }

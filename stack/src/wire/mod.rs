@@ -6,7 +6,14 @@ use core::fmt;
 
 #[doc(hidden)]
 pub mod fuzz;
+pub mod gff;
+pub mod gre;
 pub mod ipv6opt;
+pub mod nr;
+pub mod nsff;
+pub mod nsh;
+pub mod slp;
+pub mod vxlan_gpe;
 
 /// A packet could not be parsed or emitted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
