@@ -243,6 +243,20 @@ pub struct Node<L, R> {
     scratch: Vec<u8>,
 }
 
+/// The role's view of a node at `now`: a [`Context`] borrowing the node's
+/// fields (a macro, so the role itself stays borrowable beside it).
+macro_rules! context {
+    ($node:ident, $now:expr) => {
+        Context {
+            now: $now,
+            ports: &mut $node.ports,
+            stats: &mut $node.stats,
+            out: &mut $node.out,
+            replies: &mut $node.replies,
+        }
+    };
+}
+
 impl<L: Link, R: Role> Node<L, R> {
     /// Build a node from its ports and role at time `now`.
     pub fn new(
@@ -308,28 +322,14 @@ impl<L: Link, R: Role> Node<L, R> {
         let mut any = false;
         if !self.started {
             self.started = true;
-            let mut cx = Context {
-                now,
-                ports: &mut self.ports,
-                stats: &mut self.stats,
-                out: &mut self.out,
-                replies: &mut self.replies,
-            };
-            self.role.start(&mut cx);
+            self.role.start(&mut context!(self, now));
             any = true;
         }
         if self.drain_links(now)? {
             any = true;
             // Before smoltcp sees what arrived, the role may prepare for it
             // (e.g. arm a listening socket per SYN its ingress counted).
-            let mut cx = Context {
-                now,
-                ports: &mut self.ports,
-                stats: &mut self.stats,
-                out: &mut self.out,
-                replies: &mut self.replies,
-            };
-            self.role.poll(&mut cx);
+            self.role.poll(&mut context!(self, now));
         }
         for _ in 0..MAX_ROUNDS {
             let mut progress = false;
@@ -338,14 +338,7 @@ impl<L: Link, R: Role> Node<L, R> {
                     progress = true;
                 }
             }
-            let mut cx = Context {
-                now,
-                ports: &mut self.ports,
-                stats: &mut self.stats,
-                out: &mut self.out,
-                replies: &mut self.replies,
-            };
-            progress |= self.role.poll(&mut cx);
+            progress |= self.role.poll(&mut context!(self, now));
             progress |= self.flush(now)?;
             any |= progress;
             if !progress {
@@ -401,14 +394,7 @@ impl<L: Link, R: Role> Node<L, R> {
                     .collect(),
             )),
             _ => {
-                let mut cx = Context {
-                    now,
-                    ports: &mut self.ports,
-                    stats: &mut self.stats,
-                    out: &mut self.out,
-                    replies: &mut self.replies,
-                };
-                match self.role.control(&mut cx, id, args) {
+                match self.role.control(&mut context!(self, now), id, args) {
                     ControlReply::Now(v) => Some(v),
                     ControlReply::Later => None,
                     ControlReply::Unknown => Some(json!({
@@ -426,14 +412,7 @@ impl<L: Link, R: Role> Node<L, R> {
 
     /// Stop the role and flush what it sends on the way out.
     pub fn stop(&mut self, now: Instant) -> io::Result<()> {
-        let mut cx = Context {
-            now,
-            ports: &mut self.ports,
-            stats: &mut self.stats,
-            out: &mut self.out,
-            replies: &mut self.replies,
-        };
-        self.role.stop(&mut cx);
+        self.role.stop(&mut context!(self, now));
         for p in &mut self.ports {
             p.iface.poll(now, &mut p.dev, &mut p.sockets);
         }

@@ -10,6 +10,9 @@ use etherparse::{IpHeaders, IpNumber, Ipv6Extensions, Ipv6FlowLabel, Ipv6Header,
 use svcroute_stack::shim::edit::{self, AddrField};
 use svcroute_stack::wire::ipv6opt::{OptionRepr, OptionType};
 
+mod common;
+use common::pcap;
+
 const SRC: [u8; 16] = [0xfd, 0x00, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x01];
 const DST: [u8; 16] = [0xfd, 0x00, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x02];
 const NEW_SRC: [u8; 16] = [
@@ -36,26 +39,6 @@ fn frame(tcp: bool, port: u16) -> Vec<u8> {
         b.udp(port, 0x9c41).write(&mut out, b"svcroute")
     }
     .unwrap();
-    out
-}
-
-fn pcap(frames: &[Vec<u8>]) -> Vec<u8> {
-    let mut out = Vec::new();
-    out.extend_from_slice(&0xa1b2_c3d4_u32.to_le_bytes()); // magic, microseconds
-    out.extend_from_slice(&2_u16.to_le_bytes()); // version 2.4
-    out.extend_from_slice(&4_u16.to_le_bytes());
-    out.extend_from_slice(&0_i32.to_le_bytes()); // thiszone
-    out.extend_from_slice(&0_u32.to_le_bytes()); // sigfigs
-    out.extend_from_slice(&0x0004_0000_u32.to_le_bytes()); // snaplen 256 KiB
-    out.extend_from_slice(&1_u32.to_le_bytes()); // LINKTYPE_ETHERNET
-    for (i, f) in frames.iter().enumerate() {
-        let len = u32::try_from(f.len()).unwrap();
-        out.extend_from_slice(&u32::try_from(i).unwrap().to_le_bytes()); // ts sec
-        out.extend_from_slice(&0_u32.to_le_bytes()); // ts usec
-        out.extend_from_slice(&len.to_le_bytes());
-        out.extend_from_slice(&len.to_le_bytes());
-        out.extend_from_slice(f);
-    }
     out
 }
 
