@@ -134,6 +134,8 @@ struct Job {
     status: BTreeMap<u16, u64>,
     errors: BTreeMap<&'static str, u64>,
     sample: Option<Value>,
+    /// The connection whose response is being sampled, until it ends.
+    sampling: Option<SocketHandle>,
 }
 
 /// Every running job.
@@ -193,6 +195,7 @@ impl Clients {
             status: BTreeMap::new(),
             errors: BTreeMap::new(),
             sample: None,
+            sampling: None,
             spec,
         };
         for _ in 0..job.spec.concurrency {
@@ -253,6 +256,10 @@ impl Clients {
                     continue;
                 }
                 let slot = job.slots.swap_remove(i);
+                if job.sampling == Some(slot.handle) {
+                    // Ended mid-response; its handle may be reused.
+                    job.sampling = None;
+                }
                 let sock = cx.ports[slot.port]
                     .sockets
                     .get_mut::<tcp::Socket>(slot.handle);
@@ -382,6 +389,7 @@ impl Job {
                             .collect();
                         self.sample =
                             Some(json!({ "status": h.status, "headers": headers, "body": "" }));
+                        self.sampling = Some(handle);
                     }
                 }
                 ClientEvent::Data(d) => {
@@ -392,9 +400,10 @@ impl Job {
                             .enumerate()
                             .all(|(k, &b)| b == pattern_byte(s.got + k as u64));
                     }
-                    if let Some(sample) = &mut self.sample {
+                    if let (Some(sample), true) = (&mut self.sample, self.sampling == Some(handle))
+                    {
                         if let Some(Value::String(b)) = sample.get_mut("body") {
-                            if b.len() < 4096 && s.got < 4096 {
+                            if b.len() < 4096 {
                                 let take = d.len().min(4096 - b.len());
                                 b.push_str(&String::from_utf8_lossy(&d[..take]));
                             }
@@ -405,6 +414,9 @@ impl Job {
                 }
                 ClientEvent::End { body_len } => {
                     any = true;
+                    if self.sampling == Some(handle) {
+                        self.sampling = None;
+                    }
                     let (status, since, matched) = (s.status, s.since, s.good);
                     s.status = DONE;
                     let good = !self.spec.verify

@@ -116,6 +116,8 @@ fn ipv6_default_page_names_the_instance_and_post_echoes() {
             .starts_with("instance=srv\n"),
         "{first:#}"
     );
+    // The sample is the first response alone, not bytes of concurrent ones.
+    assert_eq!(first["body"].as_str().unwrap().len(), 1024, "{first:#}");
 
     let o = fetch(
         8,
