@@ -1,0 +1,4 @@
+//! The fwd role (being written).
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]

@@ -1,0 +1,4 @@
+//! The nr role (being written).
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
