@@ -16,6 +16,7 @@ use svcroute_stack::runtime::{self, Node, Role, RunOptions};
 
 mod config;
 mod lab;
+mod slp;
 
 use config::NodeFile;
 
@@ -79,6 +80,9 @@ enum Cmd {
     },
     /// Build, inspect and tear down a lab of nodes and kernel hosts.
     Lab(lab::LabArgs),
+    /// SLPv2 user/service agent over UDP/TCP: register, deregister, find,
+    /// attrs, types, das (RFC 2608; MeshFwd of RFC 3528 with --mesh-fwd).
+    Slp(slp::SlpArgs),
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -112,6 +116,8 @@ fn main() -> ExitCode {
             ctl(&node, &args, json || args.len() != n, timeout)
         }
         Cmd::Lab(args) => lab::main(args),
+        // Prints its own results and errors; the exit status says which failed.
+        Cmd::Slp(args) => return slp::main(args),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
