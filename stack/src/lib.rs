@@ -30,6 +30,7 @@
 
 pub mod ctl;
 pub mod http;
+pub mod listen;
 pub mod phy;
 pub mod runtime;
 pub mod shim;

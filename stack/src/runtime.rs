@@ -552,7 +552,7 @@ fn send<L: Link>(link: &mut L, stats: &mut Counters, frame: &[u8]) -> io::Result
         stats.tx_frames += 1;
         stats.tx_bytes += frame.len() as u64;
     } else {
-        stats.drop("tx_link_full");
+        stats.drop("tx_not_sent");
     }
     Ok(())
 }

@@ -1,9 +1,8 @@
 //! The host's TCP services: the HTTP server and the discard sink.
 //!
-//! smoltcp has no `accept()`: a [`Pool`] keeps a few sockets listening on a
-//! port and notices when one of them leaves `Listen` — that socket *is* the
-//! new connection — then arms a fresh listener. At `max_connections` it stops
-//! re-arming, so further SYNs are refused with a reset by smoltcp.
+//! Connections are accepted through the stack's
+//! [`ListenPool`](svcroute_stack::listen::ListenPool): a few listening
+//! sockets per port plus one per SYN the shim saw, up to `max_connections`.
 //!
 //! What the HTTP server answers:
 //!
@@ -21,10 +20,11 @@
 use std::rc::Rc;
 
 use serde_json::{json, Value};
-use smoltcp::iface::{SocketHandle, SocketSet};
+use smoltcp::iface::SocketHandle;
 use smoltcp::socket::tcp;
 use smoltcp::time::{Duration, Instant};
 use svcroute_stack::http::{Body, Limits, ReceivedRequest, Response, ServerConn, ServerEvent};
+use svcroute_stack::listen::{ListenConfig, ListenPool};
 use svcroute_stack::runtime::Context;
 use svcroute_stack::stats::Counters;
 
@@ -44,75 +44,15 @@ fn pattern_block() -> Rc<[u8]> {
 /// How often idle connections are looked for.
 const SWEEP: Duration = Duration::from_secs(1);
 
-/// Listening sockets on one TCP port of one interface.
-#[derive(Debug)]
-pub(crate) struct Pool {
-    port: u16,
-    want: usize,
-    max: usize,
-    rx: usize,
-    tx: usize,
-    listening: Vec<SocketHandle>,
-    /// Connections handed out and not yet released.
-    active: usize,
-}
-
-impl Pool {
-    pub(crate) fn new(port: u16, cfg: &HostConfig) -> Self {
-        Self {
-            port,
-            want: cfg.listeners,
-            max: cfg.max_connections,
-            rx: cfg.tcp_rx_buffer,
-            tx: cfg.tcp_tx_buffer,
-            listening: Vec::new(),
-            active: 0,
-        }
-    }
-
-    /// Sockets that left `Listen` since the last call; listeners re-armed,
-    /// `burst` more than usual for SYNs that arrived and are not yet seen by
-    /// smoltcp (a listen backlog: smoltcp resets a SYN no socket listens for).
-    pub(crate) fn accept(
-        &mut self,
-        sockets: &mut SocketSet<'static>,
-        stats: &mut Counters,
-        burst: usize,
-    ) -> Vec<SocketHandle> {
-        let mut new = Vec::new();
-        self.listening.retain(|&h| {
-            let s = sockets.get::<tcp::Socket>(h);
-            if s.state() == tcp::State::Listen {
-                true
-            } else {
-                new.push(h);
-                false
-            }
-        });
-        self.active += new.len();
-        while self.listening.len() < self.want + burst {
-            if self.active + self.listening.len() >= self.max {
-                stats.bump("tcp.connection_limit");
-                break;
-            }
-            let mut s = tcp::Socket::new(
-                tcp::SocketBuffer::new(vec![0; self.rx]),
-                tcp::SocketBuffer::new(vec![0; self.tx]),
-            );
-            if s.listen(self.port).is_err() {
-                break;
-            }
-            s.set_nagle_enabled(false);
-            s.set_timeout(Some(Duration::from_secs(60)));
-            self.listening.push(sockets.add(s));
-        }
-        new
-    }
-
-    /// A connection socket is gone (removed from the set).
-    pub(crate) fn release(&mut self) {
-        self.active = self.active.saturating_sub(1);
-    }
+fn pool(port: u16, cfg: &HostConfig) -> ListenPool {
+    let lc = ListenConfig {
+        listeners: cfg.listeners,
+        max_connections: cfg.max_connections,
+        rx_buffer: cfg.tcp_rx_buffer,
+        tx_buffer: cfg.tcp_tx_buffer,
+        timeout: Duration::from_secs(60),
+    };
+    ListenPool::new(port, lc, "tcp.connection_limit")
 }
 
 #[derive(Debug)]
@@ -126,14 +66,12 @@ struct Conn {
 
 #[derive(Debug)]
 struct PortServer {
-    http: Option<Pool>,
+    http: Option<ListenPool>,
     conns: Vec<Conn>,
-    discard: Option<Pool>,
+    discard: Option<ListenPool>,
     sinks: Vec<SocketHandle>,
     /// Sockets closed by us, removed from the set once fully closed.
     closing: Vec<SocketHandle>,
-    /// SYNs to the HTTP and discard ports seen by the shim since the last poll.
-    syns: [usize; 2],
 }
 
 /// The HTTP server and discard sink of every port.
@@ -187,13 +125,12 @@ impl Server {
     pub(crate) fn start(&mut self, cx: &mut Context<'_>) {
         for _ in cx.ports.iter() {
             self.ports.push(PortServer {
-                http: (self.cfg.http_port != 0).then(|| Pool::new(self.cfg.http_port, &self.cfg)),
+                http: (self.cfg.http_port != 0).then(|| pool(self.cfg.http_port, &self.cfg)),
                 conns: Vec::new(),
                 discard: (self.cfg.discard_port != 0)
-                    .then(|| Pool::new(self.cfg.discard_port, &self.cfg)),
+                    .then(|| pool(self.cfg.discard_port, &self.cfg)),
                 sinks: Vec::new(),
                 closing: Vec::new(),
-                syns: [0; 2],
             });
         }
         self.poll(cx);
@@ -208,9 +145,8 @@ impl Server {
         let mut any = false;
         for (ps, port) in self.ports.iter_mut().zip(cx.ports.iter_mut()) {
             let sockets = &mut port.sockets;
-            let syns = std::mem::take(&mut ps.syns);
             if let Some(pool) = &mut ps.http {
-                for handle in pool.accept(sockets, cx.stats, syns[0]) {
+                for handle in pool.accept(sockets, cx.stats) {
                     cx.stats.bump("http.connections");
                     ps.conns.push(Conn {
                         handle,
@@ -222,7 +158,7 @@ impl Server {
                 }
             }
             if let Some(pool) = &mut ps.discard {
-                for h in pool.accept(sockets, cx.stats, syns[1]) {
+                for h in pool.accept(sockets, cx.stats) {
                     cx.stats.bump("discard.connections");
                     ps.sinks.push(h);
                     any = true;
@@ -292,16 +228,10 @@ impl Server {
     /// Note a SYN arriving on `port` (called by the ingress shim, before
     /// smoltcp sees it) so the next poll arms a listener for it.
     pub(crate) fn saw_syn(&mut self, port: usize, frame: &[u8]) {
-        let Some(dst) = tcp_syn_dst_port(frame) else {
-            return;
-        };
-        let Some(ps) = self.ports.get_mut(port) else {
-            return;
-        };
-        if dst == self.cfg.http_port && ps.http.is_some() {
-            ps.syns[0] += 1;
-        } else if dst == self.cfg.discard_port && ps.discard.is_some() {
-            ps.syns[1] += 1;
+        if let Some(ps) = self.ports.get_mut(port) {
+            for pool in [&mut ps.http, &mut ps.discard].into_iter().flatten() {
+                pool.note_frame(frame);
+            }
         }
     }
 
@@ -382,21 +312,6 @@ fn serve(
             ServerEvent::Closed => return (true, true),
         }
     }
-}
-
-/// The destination port of a TCP SYN (without ACK) in an Ethernet frame
-/// whose upper layer directly follows the IP header.
-fn tcp_syn_dst_port(frame: &[u8]) -> Option<u16> {
-    let tcp = match frame.get(12..14)? {
-        [0x08, 0x00] => {
-            let ihl = usize::from(frame.get(14)? & 0x0f) * 4;
-            (*frame.get(14 + 9)? == 6).then_some(14 + ihl)?
-        }
-        [0x86, 0xdd] => (*frame.get(14 + 6)? == 6).then_some(14 + 40)?,
-        _ => return None,
-    };
-    let flags = *frame.get(tcp + 13)?;
-    (flags & 0x12 == 0x02).then(|| u16::from_be_bytes([frame[tcp + 2], frame[tcp + 3]]))
 }
 
 fn stream_pattern(

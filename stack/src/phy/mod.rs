@@ -32,9 +32,9 @@ pub mod tap;
 /// A raw Ethernet frame link under the node loop.
 ///
 /// Implementations are non-blocking: `recv` returns `Ok(None)` when no frame
-/// is pending, `send` returns `Ok(false)` when the frame could not be queued
-/// (the caller counts the drop). An `Err` is a real I/O failure of the device;
-/// the node logs it and stops cleanly.
+/// is pending, `send` returns `Ok(false)` when the frame was not sent (queue
+/// full, link down, frame refused; the caller counts the drop). An `Err` is
+/// a real failure of the device; the node logs it and stops cleanly.
 pub trait Link {
     /// Receive one frame into `buf`, returning its length.
     ///

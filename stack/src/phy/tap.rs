@@ -114,9 +114,17 @@ impl Link for TapLink {
             Ok(Some(_)) => Ok(true),
             Ok(None) => Ok(false),
             // The kernel refuses a frame it finds malformed (EINVAL) or too
-            // big (EMSGSIZE/EIO on some paths): that frame is lost, the link
-            // is fine.
-            Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL | libc::EMSGSIZE)) => Ok(false),
+            // big (EMSGSIZE), and every frame while the TAP is down (EIO,
+            // e.g. `ip link set TAP down` to cut a lab link): those frames
+            // are lost, the node goes on and resumes when the link is up.
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EINVAL | libc::EMSGSIZE | libc::EIO)
+                ) =>
+            {
+                Ok(false)
+            }
             Err(e) => Err(e),
         }
     }
