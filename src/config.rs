@@ -84,6 +84,8 @@ macro_rules! node_file {
 }
 
 node_file!(HostFile, host, svcroute_host::HostConfig);
+node_file!(FwdFile, fwd, svcroute_fwd::FwdConfig);
+node_file!(NrFile, nr, svcroute_nr::NrConfig);
 
 /// Read and validate a node file.
 pub(crate) fn load<F: NodeFile>(path: &Path) -> Result<F> {

@@ -89,6 +89,10 @@ enum Cmd {
 enum RoleName {
     /// Endpoint: HTTP server and client, UDP echo.
     Host,
+    /// Path-based (bit-field) fabric switch of RFC 8677 name-based SFC.
+    Fwd,
+    /// Name Resolver of RFC 8677 name-based SFC.
+    Nr,
 }
 
 fn main() -> ExitCode {
@@ -136,6 +140,17 @@ fn check(role: RoleName, path: &Path) -> Result<()> {
                 .validate()
                 .map_err(|e| anyhow::anyhow!("{}: [host]: {e}", path.display()))?;
         }
+        RoleName::Fwd => {
+            let f: config::FwdFile = config::load(path)?;
+            f.fwd
+                .validate(f.ports.len())
+                .map_err(|e| anyhow::anyhow!("{}: [fwd]: {e}", path.display()))?;
+        }
+        RoleName::Nr => {
+            let f: config::NrFile = config::load(path)?;
+            f.nr.validate()
+                .map_err(|e| anyhow::anyhow!("{}: [nr]: {e}", path.display()))?;
+        }
     }
     println!("{}: ok", path.display());
     Ok(())
@@ -147,6 +162,24 @@ fn run(role: RoleName, path: &Path, pcap: Option<&Path>, ctl: Option<PathBuf>) -
             let f: config::HostFile = config::load(path)?;
             let role = svcroute_host::Host::new(&f.name, f.host.clone())
                 .map_err(|e| anyhow::anyhow!("{}: [host]: {e}", path.display()))?;
+            run_node(&f, role, pcap, ctl)
+        }
+        RoleName::Fwd => {
+            let f: config::FwdFile = config::load(path)?;
+            let macs = f
+                .ports
+                .iter()
+                .enumerate()
+                .map(|(i, p)| config::port_config(&f.name, i, p).map(|c| c.mac))
+                .collect::<Result<Vec<_>>>()?;
+            let role = svcroute_fwd::Fwd::new(&f.fwd, &macs)
+                .map_err(|e| anyhow::anyhow!("{}: [fwd]: {e}", path.display()))?;
+            run_node(&f, role, pcap, ctl)
+        }
+        RoleName::Nr => {
+            let f: config::NrFile = config::load(path)?;
+            let role = svcroute_nr::Nr::new(f.nr.clone())
+                .map_err(|e| anyhow::anyhow!("{}: [nr]: {e}", path.display()))?;
             run_node(&f, role, pcap, ctl)
         }
     }

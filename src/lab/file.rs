@@ -21,7 +21,7 @@ use crate::config;
 pub(crate) const DEFAULT_LAB: &str = include_str!("../../examples/labs/default.toml");
 
 /// Roles `[[node]] role` may name.
-pub(crate) const KNOWN_ROLES: &[&str] = &["host"];
+pub(crate) const KNOWN_ROLES: &[&str] = &["host", "fwd", "nr"];
 
 /// Longest lab, segment, node and host name, in bytes.
 pub(crate) const MAX_NAME: usize = 12;
@@ -568,6 +568,17 @@ pub(crate) fn check_node_file(role: &str, text: &str, node: &str) -> Result<()> 
             f.host
                 .validate()
                 .map_err(|e| anyhow::anyhow!("{origin}: [host]: {e}"))?;
+        }
+        "fwd" => {
+            let f: config::FwdFile = config::parse_str(text, &origin)?;
+            f.fwd
+                .validate(f.ports.len())
+                .map_err(|e| anyhow::anyhow!("{origin}: [fwd]: {e}"))?;
+        }
+        "nr" => {
+            let f: config::NrFile = config::parse_str(text, &origin)?;
+            f.nr.validate()
+                .map_err(|e| anyhow::anyhow!("{origin}: [nr]: {e}"))?;
         }
         other => bail!("role {other:?} has no node file checker"),
     }

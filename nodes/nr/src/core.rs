@@ -1,0 +1,1243 @@
+//! The Name Resolver's protocol logic, sans-IO (STYLE 4, 5).
+//!
+//! [`NrCore`] holds the registration table (hash(FQDN) → FQDN, nSFF IDs),
+//! the discovery table ((hash, requester) → what the requester was told) and
+//! the fabric model. Call order:
+//!
+//! 1. [`NrCore::start`] once, at the node's first poll;
+//! 2. for each GFF packet addressed to the NR, [`NrCore::handle_message`];
+//!    for each REST call, [`NrCore::register`] / [`NrCore::deregister`];
+//!    operator commands such as [`NrCore::purge_all`] at any time;
+//! 3. after each input, drain [`NrCore::poll_transmit`] until `None` and put
+//!    every [`Transmit`] on the fabric; drain [`NrCore::take_stats`] into
+//!    the node's counters.
+//!
+//! The core never reads a clock (`now` is an argument) and never touches a
+//! socket. Every refusal and every dropped message is counted by reason.
+//!
+//! Path updates (RFC 8677 §6.5; SPEC §1.2) go to *exactly* the nSFFs the
+//! discovery table says are affected, in one packet over the OR of the
+//! pathIDs to them. The NR mirrors what each recipient does with the update
+//! (type 0: drop every entry resolved to a listed nSFF; type 1: drop every
+//! entry whose forward or reverse pathID holds a listed link) on its own
+//! discovery table, so the table keeps describing the nSFF caches.
+//!
+//! | event | affected | update |
+//! |---|---|---|
+//! | nSFF X deregisters name N | requesters of N that were told X | type 0 `[X]` |
+//! | nSFF Y registers name N too | requesters of N for which the policy now picks another nSFF (Y) | type 0 `[their old serving nSFFs]` |
+//! | link L down | requesters whose forward or reverse pathID holds L | type 1 `[L]` |
+//! | link L up | requesters whose answer would now differ | type 0 `[their old serving nSFFs]` |
+//! | discovery table overflowed, > 255 IDs, NR start, `purge-all` | every nSFF | type 0 `[255]` ALL NODES |
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use smoltcp::time::Instant;
+use svcroute_stack::stats::Counters;
+use svcroute_stack::wire::gff::{MessageType, PathId};
+use svcroute_stack::wire::nr::{
+    self, AuthCheck, Fqdn, Ids, NsffId, PathRequest, PathResponse, PathUpdate, Registration, Repr,
+    Resolution, Tlv, Tlvs, UpdateKind, ALL_NSFFS,
+};
+
+use crate::config::{ConfigError, NrConfig};
+use crate::fabric::{Endpoint, Fabric};
+
+/// A GFF packet the NR sends: the driver frames it (Ethernet, IPv6 with the
+/// pathID as source ‖ destination, GFF header) and puts it on the fabric.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transmit {
+    /// The pathID (OR of link IDs) to send over.
+    pub path: PathId,
+    /// The GFF type.
+    pub msg_type: MessageType,
+    /// The GFF payload: the NR message, signed when keys are configured.
+    pub payload: Vec<u8>,
+}
+
+/// Why a registration or deregistration was refused. One exhaustive mapping
+/// to the REST status ([`Refusal::status`]) and to a counter
+/// ([`Refusal::reason`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Refusal {
+    /// Another FQDN with the same 16-bit hash is registered.
+    HashCollision,
+    /// The registration table holds `max_names` names.
+    NamesFull,
+    /// The name has `max_instances` nSFFs.
+    InstancesFull,
+    /// The nSFF ID does not attach to the fabric (not in config).
+    UnknownNsff,
+    /// Deregistering something not registered.
+    NotRegistered,
+    /// The FQDN TLV does not hash to the message's hash.
+    HashMismatch,
+}
+
+impl Refusal {
+    /// The counter suffix (`drop.nr_<reason>`).
+    pub const fn reason(self) -> &'static str {
+        match self {
+            Self::HashCollision => "nr_hash_collision",
+            Self::NamesFull => "nr_names_full",
+            Self::InstancesFull => "nr_instances_full",
+            Self::UnknownNsff => "nr_unknown_nsff",
+            Self::NotRegistered => "nr_not_registered",
+            Self::HashMismatch => "nr_hash_mismatch",
+        }
+    }
+
+    /// The REST status answering it.
+    pub const fn status(self) -> u16 {
+        match self {
+            Self::HashCollision => 409,
+            Self::NamesFull | Self::InstancesFull => 507,
+            Self::UnknownNsff | Self::HashMismatch => 400,
+            Self::NotRegistered => 404,
+        }
+    }
+}
+
+/// Why a GFF message to the NR was not acted on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MessageError {
+    /// The payload does not parse.
+    Malformed,
+    /// Keys are configured and the message has no auth tag.
+    AuthMissing,
+    /// The tag names a key we do not have.
+    AuthUnknownKey,
+    /// The tag is wrong.
+    AuthBad,
+    /// A message type the NR does not take (responses, updates, transport).
+    Unexpected,
+    /// The requester is not attached to the fabric (not in config).
+    UnknownRequester,
+    /// No path from the NR to the requester.
+    RequesterUnreachable,
+    /// A link event for a link not in config.
+    UnknownLink,
+    /// A link event with a state other than up or down.
+    BadLinkState,
+    /// A registration or deregistration refused.
+    Refused(Refusal),
+}
+
+impl MessageError {
+    /// The counter suffix (`drop.<reason>`).
+    pub const fn reason(self) -> &'static str {
+        match self {
+            Self::Malformed => "nr_malformed",
+            Self::AuthMissing => "nr_auth_missing",
+            Self::AuthUnknownKey => "nr_auth_unknown_key",
+            Self::AuthBad => "nr_auth_bad",
+            Self::Unexpected => "nr_unexpected_type",
+            Self::UnknownRequester => "nr_unknown_requester",
+            Self::RequesterUnreachable => "nr_requester_unreachable",
+            Self::UnknownLink => "nr_unknown_link",
+            Self::BadLinkState => "nr_bad_link_state",
+            Self::Refused(r) => r.reason(),
+        }
+    }
+}
+
+/// What a successful registration did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Registered {
+    /// A new name, or a new nSFF for a known name.
+    Added,
+    /// The nSFF was already registered for the name (soft state refreshed).
+    Refreshed,
+}
+
+/// One name in the registration table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NameEntry {
+    /// The FQDN, once some registration carried it (RFC-only nSFFs send the
+    /// hash alone).
+    pub fqdn: Option<Fqdn>,
+    /// The nSFFs serving it.
+    pub nsffs: BTreeSet<NsffId>,
+    /// When it was first registered.
+    pub since: Instant,
+}
+
+/// One discovery table row: what a requester was told about a name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Discovered {
+    /// The serving nSFF.
+    pub serving: NsffId,
+    /// requester → serving.
+    pub forward: PathId,
+    /// serving → requester.
+    pub reverse: PathId,
+    /// When the answer was given.
+    pub at: Instant,
+}
+
+/// A reachable nSFF serving the requested name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Candidate {
+    /// The serving nSFF.
+    pub nsff: NsffId,
+    /// requester → it.
+    pub forward: PathId,
+    /// it → requester.
+    pub reverse: PathId,
+}
+
+/// How the NR picks among several nSFFs serving one name (pluggable, SPEC §1.2).
+pub trait Policy: core::fmt::Debug {
+    /// The index in `candidates` (never empty, in nSFF ID order) to answer
+    /// `requester` with.
+    fn choose(&self, requester: NsffId, candidates: &[Candidate]) -> usize;
+}
+
+/// SPEC §1.2's policy: fewest links on the forward path, then lowest nSFF ID.
+/// The requester itself, if it serves the name, has zero links and wins
+/// (answer: serving = requester, empty pathIDs: deliver locally).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FewestLinks;
+
+impl Policy for FewestLinks {
+    fn choose(&self, _requester: NsffId, candidates: &[Candidate]) -> usize {
+        candidates
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, c)| (c.forward.count(), c.nsff))
+            .map_or(0, |(i, _)| i)
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Limits {
+    names: usize,
+    instances: usize,
+    discovery: usize,
+}
+
+/// The Name Resolver. See the module documentation for the call order.
+#[derive(Debug)]
+pub struct NrCore {
+    fabric: Fabric,
+    limits: Limits,
+    keys: Vec<(u8, Vec<u8>)>,
+    announce_restart: bool,
+    names: BTreeMap<u16, NameEntry>,
+    discovery: BTreeMap<(u16, NsffId), Discovered>,
+    /// A request could not be recorded: the table no longer describes every
+    /// cache, so the next update goes to ALL NODES.
+    discovery_overflow: bool,
+    policy: Box<dyn Policy>,
+    out: VecDeque<Transmit>,
+    stats: Counters,
+}
+
+impl NrCore {
+    /// A resolver for `cfg` with the [`FewestLinks`] policy.
+    pub fn new(cfg: &NrConfig) -> Result<Self, ConfigError> {
+        let fabric = cfg.validate()?;
+        Ok(Self {
+            fabric,
+            limits: Limits {
+                names: cfg.max_names,
+                instances: cfg.max_instances,
+                discovery: cfg.max_discovery,
+            },
+            keys: cfg
+                .keys
+                .iter()
+                .map(|k| (k.id, k.secret.as_bytes().to_vec()))
+                .collect(),
+            announce_restart: cfg.announce_restart,
+            names: BTreeMap::new(),
+            discovery: BTreeMap::new(),
+            discovery_overflow: false,
+            policy: Box::new(FewestLinks),
+            out: VecDeque::new(),
+            stats: Counters::default(),
+        })
+    }
+
+    /// Use `policy` to choose among serving nSFFs.
+    pub fn with_policy(mut self, policy: Box<dyn Policy>) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// The node starts: the NR's state is soft and was lost with the last
+    /// process, so (if `announce_restart`) every nSFF is told to purge its
+    /// cache (ALL NODES) and, per docs/nr.md, re-registers its SFs.
+    pub fn start(&mut self, _now: Instant) {
+        if self.announce_restart {
+            self.purge_all();
+        }
+    }
+
+    /// The next packet to send, if any.
+    #[must_use]
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.out.pop_front()
+    }
+
+    /// Counters since the last call (`nr.*` events, `drop.nr_*` reasons).
+    pub fn take_stats(&mut self) -> Counters {
+        std::mem::take(&mut self.stats)
+    }
+
+    /// Counters not yet taken.
+    pub fn stats(&self) -> &Counters {
+        &self.stats
+    }
+
+    /// The fabric model.
+    pub fn fabric(&self) -> &Fabric {
+        &self.fabric
+    }
+
+    /// The registration table, by hash.
+    pub fn names(&self) -> &BTreeMap<u16, NameEntry> {
+        &self.names
+    }
+
+    /// The discovery table, by (hash, requester).
+    pub fn discovery(&self) -> &BTreeMap<(u16, NsffId), Discovered> {
+        &self.discovery
+    }
+
+    /// Whether keys are configured (then every message must be signed).
+    pub fn authenticates(&self) -> bool {
+        !self.keys.is_empty()
+    }
+
+    /// Handle the payload of a GFF packet of type `msg_type` addressed to
+    /// the NR. Errors are already counted.
+    pub fn handle_message(
+        &mut self,
+        now: Instant,
+        msg_type: MessageType,
+        payload: &[u8],
+    ) -> Result<(), MessageError> {
+        let r = self.dispatch(now, msg_type, payload);
+        if let Err(e) = r {
+            self.stats.drop(e.reason());
+        }
+        r
+    }
+
+    fn dispatch(
+        &mut self,
+        now: Instant,
+        msg_type: MessageType,
+        payload: &[u8],
+    ) -> Result<(), MessageError> {
+        if !matches!(
+            msg_type,
+            MessageType::Registration | MessageType::PathRequest | MessageType::LinkEvent
+        ) {
+            return Err(MessageError::Unexpected);
+        }
+        if self.authenticates() {
+            let keys = &self.keys;
+            let check = nr::verify(msg_type, payload, |k| {
+                keys.iter()
+                    .find(|(id, _)| *id == k)
+                    .map(|(_, s)| s.as_slice())
+            })
+            .map_err(|_| MessageError::Malformed)?;
+            match check {
+                AuthCheck::Good(_) => {}
+                AuthCheck::Unsigned => return Err(MessageError::AuthMissing),
+                AuthCheck::UnknownKey(_) => return Err(MessageError::AuthUnknownKey),
+                AuthCheck::Bad(_) => return Err(MessageError::AuthBad),
+            }
+        }
+        let repr = Repr::parse(msg_type, payload).map_err(|_| MessageError::Malformed)?;
+        match repr {
+            Repr::Registration(m) => {
+                let fqdn = match m.tlvs.fqdn() {
+                    // The TLV parser only accepts canonical names.
+                    Some(s) => Some(Fqdn::new(s).map_err(|_| MessageError::Malformed)?),
+                    None => None,
+                };
+                let r = if m.deregister {
+                    self.try_deregister(m.hash, fqdn.as_ref(), m.nsff_id)
+                        .map(|()| "nr.deregistrations")
+                } else {
+                    self.try_register(now, m.hash, fqdn, m.nsff_id)
+                        .map(|_| "nr.registrations")
+                };
+                let counter = r.map_err(MessageError::Refused)?;
+                self.stats.bump(counter);
+                Ok(())
+            }
+            Repr::PathRequest(m) => self.request(now, m),
+            Repr::LinkEvent(m) => {
+                let up = match m.state {
+                    nr::LinkState::Up => true,
+                    nr::LinkState::Down => false,
+                    nr::LinkState::Unknown(_) => return Err(MessageError::BadLinkState),
+                };
+                self.link_event(now, m.link_id, up).map(drop)
+            }
+            // Filtered above.
+            _ => Err(MessageError::Unexpected),
+        }
+    }
+
+    /// Register `nsff` for the name with `hash` (and `fqdn`, if known):
+    /// registration over GFF and `POST /register`. A name seen before with
+    /// another FQDN is a hash collision and refused. A new nSFF for a name
+    /// others resolved sends them a path update when the policy would now
+    /// answer them differently.
+    pub fn register(
+        &mut self,
+        now: Instant,
+        hash: u16,
+        fqdn: Option<Fqdn>,
+        nsff: NsffId,
+    ) -> Result<Registered, Refusal> {
+        let r = self.try_register(now, hash, fqdn, nsff);
+        match r {
+            Ok(_) => self.stats.bump("nr.registrations"),
+            Err(e) => self.stats.drop(e.reason()),
+        }
+        r
+    }
+
+    fn try_register(
+        &mut self,
+        now: Instant,
+        hash: u16,
+        fqdn: Option<Fqdn>,
+        nsff: NsffId,
+    ) -> Result<Registered, Refusal> {
+        if !self.fabric.knows(nsff) {
+            return Err(Refusal::UnknownNsff);
+        }
+        if fqdn.as_ref().is_some_and(|f| f.hash() != hash) {
+            return Err(Refusal::HashMismatch);
+        }
+        let Some(entry) = self.names.get_mut(&hash) else {
+            if self.names.len() >= self.limits.names {
+                return Err(Refusal::NamesFull);
+            }
+            self.names.insert(
+                hash,
+                NameEntry {
+                    fqdn,
+                    nsffs: BTreeSet::from([nsff]),
+                    since: now,
+                },
+            );
+            return Ok(Registered::Added);
+        };
+        match (&entry.fqdn, fqdn) {
+            (Some(have), Some(new)) if *have != new => return Err(Refusal::HashCollision),
+            (None, Some(new)) => entry.fqdn = Some(new),
+            _ => {}
+        }
+        if entry.nsffs.contains(&nsff) {
+            return Ok(Registered::Refreshed);
+        }
+        if entry.nsffs.len() >= self.limits.instances {
+            return Err(Refusal::InstancesFull);
+        }
+        entry.nsffs.insert(nsff);
+        // Requesters of this name for whom the answer changes (the new
+        // instance is closer): tell them to drop what they were told.
+        let mut ids = BTreeSet::new();
+        let mut recipients = BTreeSet::new();
+        let rows: Vec<_> = self
+            .discovery
+            .iter()
+            .filter(|((h, _), _)| *h == hash)
+            .map(|(k, d)| (k.1, *d))
+            .collect();
+        for (requester, d) in rows {
+            let now_answer = self.resolve(hash, requester);
+            if now_answer.is_some_and(|c| c.nsff != d.serving || c.forward != d.forward) {
+                ids.insert(d.serving.value());
+                recipients.insert(requester);
+            }
+        }
+        self.notify(UpdateKind::NsffIds, &ids, &recipients);
+        Ok(Registered::Added)
+    }
+
+    /// Deregister `nsff` from the name with `hash` (R/D bit, `DELETE
+    /// /register/...`). The requesters that were told `nsff` for this name
+    /// get a type-0 update naming it.
+    pub fn deregister(
+        &mut self,
+        _now: Instant,
+        hash: u16,
+        fqdn: Option<&Fqdn>,
+        nsff: NsffId,
+    ) -> Result<(), Refusal> {
+        let r = self.try_deregister(hash, fqdn, nsff);
+        match r {
+            Ok(()) => self.stats.bump("nr.deregistrations"),
+            Err(e) => self.stats.drop(e.reason()),
+        }
+        r
+    }
+
+    fn try_deregister(
+        &mut self,
+        hash: u16,
+        fqdn: Option<&Fqdn>,
+        nsff: NsffId,
+    ) -> Result<(), Refusal> {
+        if fqdn.is_some_and(|f| f.hash() != hash) {
+            return Err(Refusal::HashMismatch);
+        }
+        let Some(entry) = self.names.get_mut(&hash) else {
+            return Err(Refusal::NotRegistered);
+        };
+        if let (Some(have), Some(f)) = (&entry.fqdn, fqdn) {
+            if have != f {
+                // The other name of a collision: never registered.
+                return Err(Refusal::NotRegistered);
+            }
+        }
+        if !entry.nsffs.remove(&nsff) {
+            return Err(Refusal::NotRegistered);
+        }
+        if entry.nsffs.is_empty() {
+            self.names.remove(&hash);
+        }
+        let recipients: BTreeSet<NsffId> = self
+            .discovery
+            .iter()
+            .filter(|((h, _), d)| *h == hash && d.serving == nsff)
+            .map(|((_, r), _)| *r)
+            .collect();
+        self.notify(
+            UpdateKind::NsffIds,
+            &BTreeSet::from([nsff.value()]),
+            &recipients,
+        );
+        Ok(())
+    }
+
+    /// A link event from a fwd node (or an operator): recompute; returns
+    /// whether the state changed. Down: the requesters whose forward or
+    /// reverse pathID holds the link get a type-1 update. Up: requesters
+    /// whose answer would now differ get a type-0 update naming the nSFF
+    /// they were told.
+    pub fn link_event(&mut self, _now: Instant, link: u8, up: bool) -> Result<bool, MessageError> {
+        let changed = self
+            .fabric
+            .set_link(link, up)
+            .map_err(|_| MessageError::UnknownLink)?;
+        self.stats
+            .bump(if up { "nr.link_up" } else { "nr.link_down" });
+        if !changed {
+            return Ok(false);
+        }
+        if up {
+            let mut ids = BTreeSet::new();
+            let mut recipients = BTreeSet::new();
+            let rows: Vec<_> = self.discovery.iter().map(|(k, d)| (*k, *d)).collect();
+            for ((hash, requester), d) in rows {
+                let now_answer = self.resolve(hash, requester);
+                if now_answer.is_none_or(|c| c.nsff != d.serving || c.forward != d.forward) {
+                    ids.insert(d.serving.value());
+                    recipients.insert(requester);
+                }
+            }
+            self.notify(UpdateKind::NsffIds, &ids, &recipients);
+        } else {
+            let recipients: BTreeSet<NsffId> = self
+                .discovery
+                .iter()
+                .filter(|(_, d)| d.forward.bit(link) || d.reverse.bit(link))
+                .map(|((_, r), _)| *r)
+                .collect();
+            self.notify(UpdateKind::LinkIds, &BTreeSet::from([link]), &recipients);
+        }
+        Ok(true)
+    }
+
+    /// Send ALL NODES (type 0, ID 255) to every nSFF and forget the
+    /// discovery table (ctl `purge-all`, NR start).
+    pub fn purge_all(&mut self) {
+        let all: Vec<NsffId> = self.fabric.nsffs().map(|(id, _)| id).collect();
+        let path = self.path_to(all.iter().copied());
+        self.discovery.clear();
+        self.discovery_overflow = false;
+        if path.is_zero() {
+            return;
+        }
+        self.stats.bump("nr.updates_all_nodes");
+        self.send_update(path, UpdateKind::NsffIds, &[ALL_NSFFS]);
+    }
+
+    fn request(&mut self, now: Instant, m: PathRequest<'_>) -> Result<(), MessageError> {
+        let requester = m.requester;
+        if !self.fabric.knows(requester) {
+            return Err(MessageError::UnknownRequester);
+        }
+        let Some(back) = self.fabric.path(Endpoint::Nr, Endpoint::Nsff(requester)) else {
+            return Err(MessageError::RequesterUnreachable);
+        };
+        self.stats.bump("nr.requests");
+        let entry = self.names.get(&m.hash);
+        // A request naming the other FQDN of a collision is not found.
+        let same_name = match (entry.and_then(|e| e.fqdn.as_ref()), m.tlvs.fqdn()) {
+            (Some(have), Some(asked)) => have.as_str() == asked,
+            _ => true,
+        };
+        let fqdn = entry.and_then(|e| e.fqdn.clone());
+        let found = if same_name {
+            self.resolve(m.hash, requester)
+        } else {
+            self.stats.bump("nr.requests_fqdn_mismatch");
+            None
+        };
+        let mut payload;
+        match found {
+            Some(c) => {
+                self.stats.bump("nr.responses_found");
+                self.record(m.hash, requester, c, now);
+                let mut tlvs = vec![Tlv::ReversePath(c.reverse)];
+                if let Some(f) = &fqdn {
+                    tlvs.push(Tlv::Fqdn(f.as_str()));
+                }
+                let repr = Repr::PathResponse(PathResponse {
+                    hash: m.hash,
+                    resolution: Some(Resolution {
+                        serving: c.nsff,
+                        forward: c.forward,
+                    }),
+                    tlvs: Tlvs::new(&tlvs).map_err(|_| MessageError::Malformed)?,
+                });
+                payload = vec![0; repr.buffer_len()];
+                repr.emit(&mut payload);
+            }
+            None => {
+                self.stats.bump("nr.responses_not_found");
+                self.discovery.remove(&(m.hash, requester));
+                let repr = Repr::PathResponse(PathResponse {
+                    hash: m.hash,
+                    resolution: None,
+                    tlvs: Tlvs::EMPTY,
+                });
+                payload = vec![0; repr.buffer_len()];
+                repr.emit(&mut payload);
+            }
+        }
+        self.push(back, MessageType::PathResponse, payload);
+        Ok(())
+    }
+
+    fn record(&mut self, hash: u16, requester: NsffId, c: Candidate, now: Instant) {
+        let key = (hash, requester);
+        if !self.discovery.contains_key(&key) && self.discovery.len() >= self.limits.discovery {
+            self.stats.drop("nr_discovery_full");
+            self.discovery_overflow = true;
+            return;
+        }
+        self.discovery.insert(
+            key,
+            Discovered {
+                serving: c.nsff,
+                forward: c.forward,
+                reverse: c.reverse,
+                at: now,
+            },
+        );
+    }
+
+    /// What the NR would answer `requester` for `hash` now.
+    pub fn resolve(&self, hash: u16, requester: NsffId) -> Option<Candidate> {
+        let entry = self.names.get(&hash)?;
+        let candidates: Vec<Candidate> = entry
+            .nsffs
+            .iter()
+            .filter_map(|&s| {
+                let forward = self
+                    .fabric
+                    .path(Endpoint::Nsff(requester), Endpoint::Nsff(s))?;
+                let reverse = self
+                    .fabric
+                    .path(Endpoint::Nsff(s), Endpoint::Nsff(requester))?;
+                Some(Candidate {
+                    nsff: s,
+                    forward,
+                    reverse,
+                })
+            })
+            .collect();
+        if candidates.is_empty() {
+            return None;
+        }
+        let i = self.policy.choose(requester, &candidates);
+        candidates.get(i).copied()
+    }
+
+    /// Send a path update listing `ids` to `recipients` over the OR of the
+    /// paths to them, and mirror its effect on the discovery table.
+    fn notify(&mut self, kind: UpdateKind, ids: &BTreeSet<u8>, recipients: &BTreeSet<NsffId>) {
+        if recipients.is_empty() {
+            return;
+        }
+        if self.discovery_overflow || ids.len() > usize::from(u8::MAX) {
+            self.purge_all();
+            return;
+        }
+        let path = self.path_to(recipients.iter().copied());
+        if !path.is_zero() {
+            let list: Vec<u8> = ids.iter().copied().collect();
+            self.stats.bump(match kind {
+                UpdateKind::LinkIds => "nr.updates_links",
+                _ => "nr.updates_nsffs",
+            });
+            self.send_update(path, kind, &list);
+        }
+        // What each recipient drops from its cache, we drop from the table.
+        self.discovery.retain(|(_, r), d| {
+            if !recipients.contains(r) {
+                return true;
+            }
+            match kind {
+                UpdateKind::LinkIds => ids.iter().all(|&l| !d.forward.bit(l) && !d.reverse.bit(l)),
+                _ => !ids.contains(&d.serving.value()),
+            }
+        });
+    }
+
+    /// The OR of the NR's paths to `to`; unreachable ones are counted.
+    fn path_to(&mut self, to: impl Iterator<Item = NsffId>) -> PathId {
+        let mut path = PathId::ZERO;
+        for n in to {
+            match self.fabric.path(Endpoint::Nr, Endpoint::Nsff(n)) {
+                Some(p) => path |= p,
+                None => self.stats.drop("nr_update_unreachable"),
+            }
+        }
+        path
+    }
+
+    fn send_update(&mut self, path: PathId, kind: UpdateKind, ids: &[u8]) {
+        // At most 255 IDs: callers check.
+        let Ok(ids) = Ids::new(ids) else {
+            return;
+        };
+        let repr = Repr::PathUpdate(PathUpdate {
+            kind,
+            ids,
+            tlvs: Tlvs::EMPTY,
+        });
+        let mut payload = vec![0; repr.buffer_len()];
+        repr.emit(&mut payload);
+        self.push(path, MessageType::PathUpdate, payload);
+    }
+
+    fn push(&mut self, path: PathId, msg_type: MessageType, mut payload: Vec<u8>) {
+        if let Some((id, secret)) = self.keys.first() {
+            nr::append_auth(&mut payload, msg_type, *id, secret);
+        }
+        self.out.push_back(Transmit {
+            path,
+            msg_type,
+            payload,
+        });
+    }
+}
+
+/// Build the payload of a registration (for tests and test roles).
+pub fn registration(deregister: bool, fqdn: &Fqdn, nsff: NsffId) -> Vec<u8> {
+    let tlvs = [Tlv::Fqdn(fqdn.as_str())];
+    let repr = Repr::Registration(Registration {
+        deregister,
+        hash: fqdn.hash(),
+        nsff_id: nsff,
+        // NOTE(unwrap): a canonical Fqdn makes a valid TLV list.
+        tlvs: Tlvs::new(&tlvs).unwrap_or(Tlvs::EMPTY),
+    });
+    let mut b = vec![0; repr.buffer_len()];
+    repr.emit(&mut b);
+    b
+}
+
+/// Build the payload of a path request (for tests and test roles).
+pub fn path_request(hash: u16, requester: NsffId) -> Vec<u8> {
+    let repr = Repr::PathRequest(PathRequest {
+        hash,
+        requester,
+        tlvs: Tlvs::EMPTY,
+    });
+    let mut b = vec![0; repr.buffer_len()];
+    repr.emit(&mut b);
+    b
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+    use crate::config::{AttachConfig, KeyConfig, LinkConfig, NsffAttachConfig};
+
+    const T0: Instant = Instant::ZERO;
+
+    fn id(v: u8) -> NsffId {
+        NsffId::new(v).unwrap()
+    }
+
+    fn name(s: &str) -> Fqdn {
+        Fqdn::new(s).unwrap()
+    }
+
+    /// ```text
+    ///   NR(in 0, out 1)   nSFF1(in 2, out 3)        nSFF3 (in 6, out 7)
+    ///        └──── f1 ──10──▶ f2 ──12──▶ f3 ──── nSFF2 (in 4, out 5)
+    ///              f1 ◀─11─── f2 ◀─13─── f3
+    ///              f1 ──14──▶ f4 ──15──▶ f3   (detour, one way)
+    ///              f3 ──16──▶ f4 ──17──▶ f1
+    /// ```
+    /// nSFF3 hangs off f2.
+    fn config() -> NrConfig {
+        let link = |from: &str, to: &str, id| LinkConfig {
+            from: from.into(),
+            to: to.into(),
+            id,
+        };
+        let attach = |nsff, at: &str, link_in, link_out| NsffAttachConfig {
+            nsff,
+            at: at.into(),
+            link_in,
+            link_out,
+        };
+        NrConfig {
+            announce_restart: false,
+            self_attach: Some(AttachConfig {
+                at: "f1".into(),
+                link_in: 0,
+                link_out: 1,
+            }),
+            attach: vec![
+                attach(1, "f1", 2, 3),
+                attach(2, "f3", 4, 5),
+                attach(3, "f2", 6, 7),
+            ],
+            links: vec![
+                link("f1", "f2", 10),
+                link("f2", "f1", 11),
+                link("f2", "f3", 12),
+                link("f3", "f2", 13),
+                link("f1", "f4", 14),
+                link("f4", "f3", 15),
+                link("f3", "f4", 16),
+                link("f4", "f1", 17),
+            ],
+            ..NrConfig::default()
+        }
+    }
+
+    fn nr() -> NrCore {
+        NrCore::new(&config()).unwrap()
+    }
+
+    fn path(links: &[u8]) -> PathId {
+        links.iter().fold(PathId::ZERO, |p, &l| p.with(l))
+    }
+
+    /// NR → nSFF n.
+    fn to(n: u8) -> PathId {
+        match n {
+            1 => path(&[1, 2]),
+            2 => path(&[1, 10, 12, 4]),
+            3 => path(&[1, 10, 6]),
+            _ => unreachable!(),
+        }
+    }
+
+    fn reg(nr: &mut NrCore, fqdn: &str, nsff: u8) -> Result<(), MessageError> {
+        let p = registration(false, &name(fqdn), id(nsff));
+        nr.handle_message(T0, MessageType::Registration, &p)
+    }
+
+    fn dereg(nr: &mut NrCore, fqdn: &str, nsff: u8) -> Result<(), MessageError> {
+        let p = registration(true, &name(fqdn), id(nsff));
+        nr.handle_message(T0, MessageType::Registration, &p)
+    }
+
+    fn ask(nr: &mut NrCore, fqdn: &str, requester: u8) -> Result<(), MessageError> {
+        let p = path_request(name(fqdn).hash(), id(requester));
+        nr.handle_message(T0, MessageType::PathRequest, &p)
+    }
+
+    /// Exactly the packets the NR has to send.
+    #[track_caller]
+    fn sent(nr: &mut NrCore) -> Vec<(PathId, Repr<'static>)> {
+        let mut v = Vec::new();
+        while let Some(t) = nr.poll_transmit() {
+            let payload: &'static [u8] = Vec::leak(t.payload);
+            v.push((t.path, Repr::parse(t.msg_type, payload).unwrap()));
+        }
+        v
+    }
+
+    /// The one path response sent: (path, serving, forward, reverse).
+    #[track_caller]
+    fn response(nr: &mut NrCore) -> (PathId, Option<(u8, PathId, PathId)>) {
+        let v = sent(nr);
+        assert_eq!(v.len(), 1, "{v:?}");
+        let (p, Repr::PathResponse(r)) = v[0] else {
+            panic!("not a response: {v:?}");
+        };
+        (
+            p,
+            r.resolution.map(|res| {
+                (
+                    res.serving.value(),
+                    res.forward,
+                    r.tlvs.reverse_path().unwrap(),
+                )
+            }),
+        )
+    }
+
+    /// The one path update sent: (path, kind, ids).
+    #[track_caller]
+    fn update(nr: &mut NrCore) -> (PathId, UpdateKind, Vec<u8>) {
+        let v = sent(nr);
+        assert_eq!(v.len(), 1, "{v:?}");
+        let (p, Repr::PathUpdate(u)) = v[0] else {
+            panic!("not an update: {v:?}");
+        };
+        (p, u.kind, u.ids.as_slice().to_vec())
+    }
+
+    #[test]
+    fn register_then_resolve_with_forward_and_reverse_paths() {
+        let mut nr = nr();
+        reg(&mut nr, "www.example2.com", 2).unwrap();
+        assert!(sent(&mut nr).is_empty());
+        let e = &nr.names()[&name("www.example2.com").hash()];
+        assert_eq!(e.fqdn, Some(name("www.example2.com")));
+        assert_eq!(e.nsffs, BTreeSet::from([id(2)]));
+        ask(&mut nr, "www.example2.com", 1).unwrap();
+        // nSFF1 (f1) → f2 → f3 → nSFF2, and back f3 → f2 → f1.
+        assert_eq!(
+            response(&mut nr),
+            (
+                to(1),
+                Some((2, path(&[3, 10, 12, 4]), path(&[5, 13, 11, 2])))
+            )
+        );
+        let d = nr.discovery()[&(name("www.example2.com").hash(), id(1))];
+        assert_eq!(d.serving, id(2));
+        assert_eq!(nr.stats().get("nr.responses_found"), 1);
+    }
+
+    #[test]
+    fn not_found_has_len_zero_and_is_not_recorded() {
+        let mut nr = nr();
+        ask(&mut nr, "nowhere.example", 3).unwrap();
+        assert_eq!(response(&mut nr), (to(3), None));
+        assert!(nr.discovery().is_empty());
+        assert_eq!(nr.stats().get("nr.responses_not_found"), 1);
+        // An unknown requester gets nothing.
+        assert_eq!(
+            ask(&mut nr, "nowhere.example", 9),
+            Err(MessageError::UnknownRequester)
+        );
+        assert!(sent(&mut nr).is_empty());
+        assert_eq!(nr.stats().get("drop.nr_unknown_requester"), 1);
+    }
+
+    #[test]
+    fn hash_collision_is_refused_and_counted() {
+        let mut nr = nr();
+        // Find two names with the same 16-bit hash.
+        let mut seen = BTreeMap::new();
+        let (a, b) = (0..)
+            .find_map(|i| {
+                let n = format!("n{i}.example");
+                let h = name(&n).hash();
+                seen.insert(h, n.clone()).map(|old| (old, n))
+            })
+            .unwrap();
+        reg(&mut nr, &a, 1).unwrap();
+        assert_eq!(
+            reg(&mut nr, &b, 2),
+            Err(MessageError::Refused(Refusal::HashCollision))
+        );
+        assert_eq!(nr.stats().get("drop.nr_hash_collision"), 1);
+        assert_eq!(nr.names()[&name(&a).hash()].nsffs, BTreeSet::from([id(1)]));
+        // REST path: same refusal, status 409.
+        let r = nr.register(T0, name(&b).hash(), Some(name(&b)), id(3));
+        assert_eq!(r.map_err(Refusal::status), Err(409));
+        // Asking for b (with its FQDN) is not answered with a's server.
+        let mut p = path_request(name(&b).hash(), id(3));
+        p.extend_from_slice(&[1, b.len() as u8]);
+        p.extend_from_slice(b.as_bytes());
+        nr.handle_message(T0, MessageType::PathRequest, &p).unwrap();
+        assert_eq!(response(&mut nr).1, None);
+        // Deregistering b does not touch a.
+        assert_eq!(
+            nr.deregister(T0, name(&b).hash(), Some(&name(&b)), id(1)),
+            Err(Refusal::NotRegistered)
+        );
+        assert_eq!(nr.names().len(), 1);
+    }
+
+    #[test]
+    fn policy_fewest_links_then_lowest_id() {
+        let mut nr = nr();
+        // Served at nSFF2 (f3, 4 links from nSFF1) and nSFF3 (f2, 3 links).
+        reg(&mut nr, "svc.example", 2).unwrap();
+        reg(&mut nr, "svc.example", 3).unwrap();
+        ask(&mut nr, "svc.example", 1).unwrap();
+        assert_eq!(response(&mut nr).1.unwrap().0, 3);
+        // From nSFF2's point of view nSFF3 is closer too.
+        ask(&mut nr, "svc.example", 2).unwrap();
+        assert_eq!(response(&mut nr).1.unwrap().0, 2, "local wins: zero links");
+        // Equal distance: lowest ID. nSFF1 and nSFF2 seen from nSFF3 are both 3 links.
+        reg(&mut nr, "eq.example", 2).unwrap();
+        reg(&mut nr, "eq.example", 1).unwrap();
+        ask(&mut nr, "eq.example", 3).unwrap();
+        assert_eq!(response(&mut nr).1.unwrap().0, 1);
+
+        // A pluggable policy: highest ID.
+        #[derive(Debug)]
+        struct Highest;
+        impl Policy for Highest {
+            fn choose(&self, _r: NsffId, c: &[Candidate]) -> usize {
+                c.len() - 1
+            }
+        }
+        let mut nr = NrCore::new(&config())
+            .unwrap()
+            .with_policy(Box::new(Highest));
+        reg(&mut nr, "svc.example", 2).unwrap();
+        reg(&mut nr, "svc.example", 3).unwrap();
+        ask(&mut nr, "svc.example", 1).unwrap();
+        assert_eq!(response(&mut nr).1.unwrap().0, 3);
+    }
+
+    #[test]
+    fn deregistration_updates_exactly_who_resolved_it() {
+        let mut nr = nr();
+        reg(&mut nr, "a.example", 2).unwrap();
+        reg(&mut nr, "b.example", 2).unwrap();
+        ask(&mut nr, "a.example", 1).unwrap();
+        ask(&mut nr, "a.example", 3).unwrap();
+        ask(&mut nr, "b.example", 3).unwrap();
+        let _ = sent(&mut nr);
+        // nSFF1 asked for a only, nSFF3 for a and b; nSFF2 serves.
+        dereg(&mut nr, "a.example", 2).unwrap();
+        assert_eq!(
+            update(&mut nr),
+            (to(1) | to(3), UpdateKind::NsffIds, vec![2])
+        );
+        assert!(!nr.names().contains_key(&name("a.example").hash()));
+        // Type 0 [2] makes nSFF3 drop b's entry too; the table mirrors it.
+        assert!(nr.discovery().is_empty());
+        // Nobody resolved b any more: deregistering it sends nothing.
+        dereg(&mut nr, "b.example", 2).unwrap();
+        assert!(sent(&mut nr).is_empty());
+        assert_eq!(
+            dereg(&mut nr, "b.example", 2),
+            Err(MessageError::Refused(Refusal::NotRegistered))
+        );
+    }
+
+    #[test]
+    fn a_closer_new_instance_updates_those_it_would_serve() {
+        let mut nr = nr();
+        reg(&mut nr, "svc.example", 2).unwrap();
+        ask(&mut nr, "svc.example", 1).unwrap(); // → nSFF2, 4 links
+        ask(&mut nr, "svc.example", 2).unwrap(); // → itself
+        let _ = sent(&mut nr);
+        // nSFF3 is closer to nSFF1, not to nSFF2 (which serves itself).
+        reg(&mut nr, "svc.example", 3).unwrap();
+        assert_eq!(update(&mut nr), (to(1), UpdateKind::NsffIds, vec![2]));
+        assert_eq!(nr.discovery().len(), 1);
+        ask(&mut nr, "svc.example", 1).unwrap();
+        assert_eq!(response(&mut nr).1.unwrap().0, 3);
+        // A farther instance changes nobody's answer: no update.
+        reg(&mut nr, "svc.example", 1).unwrap();
+        let v = sent(&mut nr);
+        // nSFF1 itself now serves it locally: its answer changes.
+        assert_eq!(v.len(), 1);
+        // Registering again is a refresh: nothing sent.
+        reg(&mut nr, "svc.example", 1).unwrap();
+        assert!(sent(&mut nr).is_empty());
+    }
+
+    #[test]
+    fn link_down_recomputes_and_updates_affected_only() {
+        let mut nr = nr();
+        reg(&mut nr, "far.example", 2).unwrap();
+        reg(&mut nr, "mid.example", 3).unwrap();
+        ask(&mut nr, "far.example", 1).unwrap(); // 3,10,12,4 / 5,13,11,2
+        ask(&mut nr, "mid.example", 1).unwrap(); // 3,10,6 / 7,11,2
+        let _ = sent(&mut nr);
+        // f2 → f3 fails: only the far.example requester is affected.
+        let ev = [12, 0];
+        nr.handle_message(T0, MessageType::LinkEvent, &ev).unwrap();
+        assert_eq!(update(&mut nr), (to(1), UpdateKind::LinkIds, vec![12]));
+        assert_eq!(nr.discovery().len(), 1);
+        // Re-resolving takes the detour f1 → f4 → f3.
+        ask(&mut nr, "far.example", 1).unwrap();
+        assert_eq!(
+            response(&mut nr).1,
+            Some((2, path(&[3, 14, 15, 4]), path(&[5, 13, 11, 2])))
+        );
+        // A duplicate event changes nothing.
+        nr.handle_message(T0, MessageType::LinkEvent, &ev).unwrap();
+        assert!(sent(&mut nr).is_empty());
+        // Back up: the detour is longer than the direct way, so nSFF1 is
+        // told to drop what it got from nSFF2.
+        nr.handle_message(T0, MessageType::LinkEvent, &[12, 1])
+            .unwrap();
+        assert_eq!(update(&mut nr), (to(1), UpdateKind::NsffIds, vec![2]));
+        // A reverse-path link (f2 → f1) down affects both rows' owner.
+        ask(&mut nr, "far.example", 1).unwrap();
+        let _ = sent(&mut nr);
+        nr.handle_message(T0, MessageType::LinkEvent, &[11, 0])
+            .unwrap();
+        // The update to nSFF1 goes over f1 → nSFF1 directly.
+        assert_eq!(update(&mut nr), (to(1), UpdateKind::LinkIds, vec![11]));
+        assert!(nr.discovery().is_empty());
+        // Unknown link, unknown state.
+        assert_eq!(
+            nr.handle_message(T0, MessageType::LinkEvent, &[99, 0]),
+            Err(MessageError::UnknownLink)
+        );
+        assert_eq!(
+            nr.handle_message(T0, MessageType::LinkEvent, &[10, 7]),
+            Err(MessageError::BadLinkState)
+        );
+    }
+
+    #[test]
+    fn all_nodes_on_start_purge_and_discovery_overflow() {
+        let mut cfg = config();
+        cfg.announce_restart = true;
+        cfg.max_discovery = 1;
+        let mut nr = NrCore::new(&cfg).unwrap();
+        nr.start(T0);
+        assert_eq!(
+            update(&mut nr),
+            (to(1) | to(2) | to(3), UpdateKind::NsffIds, vec![ALL_NSFFS])
+        );
+        reg(&mut nr, "svc.example", 2).unwrap();
+        ask(&mut nr, "svc.example", 1).unwrap();
+        ask(&mut nr, "svc.example", 3).unwrap(); // not recorded: table full
+        assert_eq!(sent(&mut nr).len(), 2);
+        assert_eq!(nr.stats().get("drop.nr_discovery_full"), 1);
+        assert_eq!(nr.discovery().len(), 1);
+        // The table no longer knows every cache: the update goes to all.
+        dereg(&mut nr, "svc.example", 2).unwrap();
+        assert_eq!(
+            update(&mut nr),
+            (to(1) | to(2) | to(3), UpdateKind::NsffIds, vec![ALL_NSFFS])
+        );
+        assert!(nr.discovery().is_empty());
+        nr.purge_all();
+        assert_eq!(update(&mut nr).2, vec![ALL_NSFFS]);
+    }
+
+    #[test]
+    fn caps_refuse_with_counted_reasons() {
+        let mut cfg = config();
+        cfg.max_names = 2;
+        cfg.max_instances = 2;
+        let mut nr = NrCore::new(&cfg).unwrap();
+        reg(&mut nr, "a.example", 1).unwrap();
+        reg(&mut nr, "b.example", 1).unwrap();
+        assert_eq!(
+            reg(&mut nr, "c.example", 1),
+            Err(MessageError::Refused(Refusal::NamesFull))
+        );
+        reg(&mut nr, "a.example", 2).unwrap();
+        assert_eq!(
+            reg(&mut nr, "a.example", 3),
+            Err(MessageError::Refused(Refusal::InstancesFull))
+        );
+        assert_eq!(
+            reg(&mut nr, "a.example", 9),
+            Err(MessageError::Refused(Refusal::UnknownNsff))
+        );
+        assert_eq!(nr.stats().get("drop.nr_names_full"), 1);
+        assert_eq!(nr.stats().get("drop.nr_instances_full"), 1);
+        assert_eq!(nr.stats().get("drop.nr_unknown_nsff"), 1);
+        assert_eq!(Refusal::NamesFull.status(), 507);
+        // A flood of unique names stays bounded.
+        for i in 0..1000 {
+            let _ = reg(&mut nr, &format!("flood{i}.example"), 1);
+        }
+        assert_eq!(nr.names().len(), 2);
+    }
+
+    #[test]
+    fn authenticated_messages_only_when_keyed() {
+        let mut cfg = config();
+        cfg.keys = vec![KeyConfig {
+            id: 7,
+            secret: "s3cret".into(),
+        }];
+        let mut nr = NrCore::new(&cfg).unwrap();
+        let t = MessageType::Registration;
+        let plain = registration(false, &name("a.example"), id(2));
+        assert_eq!(
+            nr.handle_message(T0, t, &plain),
+            Err(MessageError::AuthMissing)
+        );
+        let mut wrong = plain.clone();
+        nr::append_auth(&mut wrong, t, 7, b"other");
+        assert_eq!(nr.handle_message(T0, t, &wrong), Err(MessageError::AuthBad));
+        let mut unknown = plain.clone();
+        nr::append_auth(&mut unknown, t, 8, b"s3cret");
+        assert_eq!(
+            nr.handle_message(T0, t, &unknown),
+            Err(MessageError::AuthUnknownKey)
+        );
+        assert!(nr.names().is_empty());
+        let mut good = plain;
+        nr::append_auth(&mut good, t, 7, b"s3cret");
+        nr.handle_message(T0, t, &good).unwrap();
+        assert_eq!(nr.names().len(), 1);
+        for r in ["nr_auth_missing", "nr_auth_bad", "nr_auth_unknown_key"] {
+            assert_eq!(nr.stats().get(&format!("drop.{r}")), 1, "{r}");
+        }
+        // What the NR sends is signed with key 7.
+        let mut req = path_request(name("a.example").hash(), id(1));
+        nr::append_auth(&mut req, MessageType::PathRequest, 7, b"s3cret");
+        nr.handle_message(T0, MessageType::PathRequest, &req)
+            .unwrap();
+        let t = nr.poll_transmit().unwrap();
+        let keys = |k: u8| (k == 7).then_some(&b"s3cret"[..]);
+        assert_eq!(
+            nr::verify(t.msg_type, &t.payload, keys),
+            Ok(AuthCheck::Good(7))
+        );
+    }
+
+    #[test]
+    fn garbage_is_dropped_and_counted() {
+        let mut nr = nr();
+        for (t, p) in [
+            (MessageType::Registration, &[0x00, 0x01][..]),
+            (MessageType::PathRequest, &[0xff][..]),
+            (MessageType::PathResponse, &[0, 0, 0xff, 0][..]),
+            (MessageType::TransportData, &[][..]),
+        ] {
+            assert!(nr.handle_message(T0, t, p).is_err());
+        }
+        assert_eq!(nr.stats().get("drop.nr_malformed"), 2);
+        assert_eq!(nr.stats().get("drop.nr_unexpected_type"), 2);
+        // Registration whose FQDN TLV does not match the hash.
+        let mut p = registration(false, &name("a.example"), id(1));
+        p[1] ^= 0xff;
+        assert_eq!(
+            nr.handle_message(T0, MessageType::Registration, &p),
+            Err(MessageError::Refused(Refusal::HashMismatch))
+        );
+        assert!(sent(&mut nr).is_empty());
+    }
+}

@@ -1,0 +1,306 @@
+//! The NR node: [`Nr`] drives an [`NrCore`] from the node loop.
+//!
+//! - **GFF in**: the ingress shim takes IPv6 frames with next header 253
+//!   (no extension headers) off every port. A frame is *for the NR* when its
+//!   pathID has the NR's own `link_in` bit set (the bit the fwd node sets on
+//!   its port toward the NR; any Ethernet destination is accepted). Those go
+//!   to [`NrCore::handle_message`] and are consumed; other GFF frames are
+//!   dropped as `nr_gff_not_for_us`, malformed ones by their reason. smoltcp
+//!   never sees GFF.
+//! - **GFF out**: every [`Transmit`] becomes Ethernet (destination
+//!   broadcast: the pathID, not the MAC, steers a GFF packet; source the
+//!   fabric port's MAC) + IPv6 (source ‖ destination = pathID, next header
+//!   253, hop limit 64) + GFF header + payload, injected `ToWire` on the
+//!   fabric port.
+//! - **Everything else** (ARP, NDP, IPv4/IPv6 TCP to the REST port) is
+//!   checked with [`check_frame`] and passed to smoltcp.
+
+use serde_json::{json, Value};
+use smoltcp::time::Instant;
+use smoltcp::wire::EthernetAddress;
+use svcroute_stack::runtime::{check_frame, Context, ControlReply, FrameContext, Role};
+use svcroute_stack::shim::{Direction, Outbox, Verdict};
+use svcroute_stack::stats::Counters;
+use svcroute_stack::wire::gff::{self, PathId};
+
+use crate::config::{ConfigError, NrConfig};
+use crate::core::{NrCore, Transmit};
+use crate::rest::Rest;
+
+const ETH_LEN: usize = 14;
+const IPV6_LEN: usize = 40;
+const ETHERTYPE_IPV6: [u8; 2] = [0x86, 0xdd];
+
+/// The nr role.
+#[derive(Debug)]
+pub struct Nr {
+    cfg: NrConfig,
+    core: NrCore,
+    rest: Option<Rest>,
+    mac: EthernetAddress,
+}
+
+impl Nr {
+    /// A resolver node for `cfg`.
+    pub fn new(cfg: NrConfig) -> Result<Self, ConfigError> {
+        let core = NrCore::new(&cfg)?;
+        Ok(Self {
+            cfg,
+            core,
+            rest: None,
+            mac: EthernetAddress([0x02, 0, 0, 0, 0, 0]),
+        })
+    }
+
+    /// The core, for tests and tables.
+    pub fn core(&self) -> &NrCore {
+        &self.core
+    }
+
+    /// The core, mutably (tests feed it directly).
+    pub fn core_mut(&mut self) -> &mut NrCore {
+        &mut self.core
+    }
+
+    /// Put the core's packets on the wire and its counters in the node's.
+    fn drain(&mut self, out: &mut Outbox, stats: &mut Counters) -> bool {
+        let mut any = false;
+        while let Some(t) = self.core.poll_transmit() {
+            out.inject(self.cfg.fabric_port, Direction::ToWire, frame(self.mac, &t));
+            stats.bump("nr.gff_sent");
+            any = true;
+        }
+        for (k, v) in self.core.take_stats().named {
+            stats.add(&k, v);
+        }
+        any
+    }
+
+    /// The GFF packet in `frame`, if it is one: Some(Ok((type, path,
+    /// payload range))) or Some(Err(reason)).
+    fn gff(frame: &[u8]) -> Option<Result<(gff::Repr, core::ops::Range<usize>), &'static str>> {
+        if frame.get(12..14)? != ETHERTYPE_IPV6 || *frame.get(ETH_LEN + 6)? != gff::NEXT_HEADER {
+            return None;
+        }
+        Some(parse_gff(frame))
+    }
+}
+
+fn parse_gff(frame: &[u8]) -> Result<(gff::Repr, core::ops::Range<usize>), &'static str> {
+    let Some(ip) = frame.get(ETH_LEN..ETH_LEN + IPV6_LEN) else {
+        return Err("gff_truncated");
+    };
+    let plen = usize::from(u16::from_be_bytes([ip[4], ip[5]]));
+    let start = ETH_LEN + IPV6_LEN;
+    let Some(body) = frame.get(start..start + plen) else {
+        return Err("gff_truncated");
+    };
+    let Ok(pkt) = gff::Packet::new_checked(body) else {
+        return Err("gff_malformed");
+    };
+    let Ok(repr) = gff::Repr::parse(&pkt) else {
+        return Err("gff_malformed");
+    };
+    let mut src = [0; 16];
+    let mut dst = [0; 16];
+    src.copy_from_slice(&ip[8..24]);
+    dst.copy_from_slice(&ip[24..40]);
+    if repr.check_addrs(&src.into(), &dst.into()).is_err() {
+        return Err("gff_path_mismatch");
+    }
+    Ok((repr, start + pkt.header_len()..start + plen))
+}
+
+/// The Ethernet frame carrying `t`, from `mac`.
+pub fn frame(mac: EthernetAddress, t: &Transmit) -> Vec<u8> {
+    gff_frame(
+        mac,
+        EthernetAddress::BROADCAST,
+        t.path,
+        t.msg_type,
+        &t.payload,
+    )
+}
+
+/// An Ethernet + IPv6 + GFF frame (SPEC §1.1) with `payload`.
+pub fn gff_frame(
+    src: EthernetAddress,
+    dst: EthernetAddress,
+    path: PathId,
+    msg_type: gff::MessageType,
+    payload: &[u8],
+) -> Vec<u8> {
+    let repr = gff::Repr {
+        msg_type,
+        path_id: path,
+    };
+    let gff_len = repr.buffer_len() + payload.len();
+    let mut f = vec![0; ETH_LEN + IPV6_LEN + gff_len];
+    f[0..6].copy_from_slice(dst.as_bytes());
+    f[6..12].copy_from_slice(src.as_bytes());
+    f[12..14].copy_from_slice(&ETHERTYPE_IPV6);
+    let ip = &mut f[ETH_LEN..ETH_LEN + IPV6_LEN];
+    ip[0] = 0x60;
+    // GFF packets are small: payloads are NR messages.
+    let plen = u16::try_from(gff_len).unwrap_or(u16::MAX);
+    ip[4..6].copy_from_slice(&plen.to_be_bytes());
+    ip[6] = gff::NEXT_HEADER;
+    ip[7] = gff::HOP_LIMIT;
+    let (s, d) = path.to_addrs();
+    ip[8..24].copy_from_slice(&s.octets());
+    ip[24..40].copy_from_slice(&d.octets());
+    let body = &mut f[ETH_LEN + IPV6_LEN..];
+    repr.emit(&mut gff::Packet::new_unchecked(&mut *body));
+    body[repr.buffer_len()..].copy_from_slice(payload);
+    f
+}
+
+/// The registration table as JSON (ctl `names`, REST `GET /names`).
+pub fn names_json(core: &NrCore) -> Value {
+    Value::Array(
+        core.names()
+            .iter()
+            .map(|(hash, e)| {
+                json!({
+                    "hash": format!("{hash:#06x}"),
+                    "fqdn": e.fqdn.as_ref().map(|f| f.as_str()),
+                    "nsff_ids": e.nsffs.iter().map(|n| n.value()).collect::<Vec<_>>(),
+                })
+            })
+            .collect(),
+    )
+}
+
+fn links(p: &PathId) -> Vec<u8> {
+    p.links().collect()
+}
+
+impl Role for Nr {
+    fn name(&self) -> &'static str {
+        "nr"
+    }
+
+    fn start(&mut self, cx: &mut Context<'_>) {
+        if let Some(p) = cx.ports.get(self.cfg.fabric_port) {
+            let smoltcp::wire::HardwareAddress::Ethernet(m) = p.iface.hardware_addr();
+            self.mac = m;
+        } else {
+            log::warn!("nr: fabric_port {} does not exist", self.cfg.fabric_port);
+        }
+        if self.cfg.rest_port != 0 {
+            self.rest = Some(Rest::new(&self.cfg, cx.ports.len()));
+        }
+        self.core.start(cx.now);
+        self.poll(cx);
+    }
+
+    fn poll(&mut self, cx: &mut Context<'_>) -> bool {
+        let mut any = false;
+        if let Some(rest) = &mut self.rest {
+            any |= rest.poll(cx.now, cx.ports, cx.stats, &mut self.core);
+        }
+        any |= self.drain(cx.out, cx.stats);
+        any
+    }
+
+    fn poll_at(&self, _now: Instant) -> Option<Instant> {
+        self.rest.as_ref().and_then(Rest::poll_at)
+    }
+
+    fn ingress(&mut self, cx: &mut FrameContext<'_>, port: usize, frame: &mut Vec<u8>) -> Verdict {
+        let Some(gff) = Self::gff(frame) else {
+            if let Err(reason) = check_frame(frame) {
+                return Verdict::Drop(reason);
+            }
+            if let Some(rest) = &mut self.rest {
+                rest.saw_syn(port, frame);
+            }
+            return Verdict::Pass;
+        };
+        let (repr, payload) = match gff {
+            Ok(g) => g,
+            Err(reason) => return Verdict::Drop(reason),
+        };
+        if !repr.path_id.bit(self.core.fabric().own().link_in) {
+            return Verdict::Drop("nr_gff_not_for_us");
+        }
+        cx.stats.bump("nr.gff_received");
+        // Errors are counted by the core and land in the node's counters.
+        let _ = self
+            .core
+            .handle_message(cx.now, repr.msg_type, &frame[payload]);
+        self.drain(cx.out, cx.stats);
+        Verdict::Consume
+    }
+
+    fn validate_ingress(&self) -> bool {
+        // GFF addresses are pathIDs, not addresses; ingress checks the rest.
+        false
+    }
+
+    fn control(&mut self, cx: &mut Context<'_>, _id: u64, args: &[String]) -> ControlReply {
+        let cmd = args.first().map(String::as_str).unwrap_or("");
+        let v = match cmd {
+            "names" => json!({ "names": names_json(&self.core) }),
+            "discovery" => json!({
+                "discovery": self.core.discovery().iter().map(|((hash, r), d)| json!({
+                    "hash": format!("{hash:#06x}"),
+                    "requester": r.value(),
+                    "serving": d.serving.value(),
+                    "forward_links": links(&d.forward),
+                    "reverse_links": links(&d.reverse),
+                    "at_ms": d.at.total_millis(),
+                })).collect::<Vec<_>>(),
+            }),
+            "links" => {
+                let f = self.core.fabric();
+                let own = f.own();
+                json!({
+                    "nr": { "at": own.at, "link_in": own.link_in, "link_out": own.link_out },
+                    "nsffs": f.nsffs().map(|(id, a)| json!({
+                        "nsff": id.value(), "at": a.at, "link_in": a.link_in, "link_out": a.link_out,
+                    })).collect::<Vec<_>>(),
+                    "links": f.links().map(|(from, to, id)| json!({
+                        "from": from, "to": to, "id": id, "up": !f.down_links().bit(id),
+                    })).collect::<Vec<_>>(),
+                    "down": links(&f.down_links()),
+                })
+            }
+            "purge-all" => {
+                self.core.purge_all();
+                self.drain(cx.out, cx.stats);
+                json!({ "sent": "path update ALL NODES" })
+            }
+            "link" => {
+                let (Some(id), Some(state)) = (
+                    args.get(1).and_then(|s| s.parse::<u8>().ok()),
+                    args.get(2).map(String::as_str),
+                ) else {
+                    return ControlReply::Now(json!({ "error": "usage: link <id> up|down" }));
+                };
+                let r = match state {
+                    "up" => self.core.link_event(cx.now, id, true),
+                    "down" => self.core.link_event(cx.now, id, false),
+                    _ => return ControlReply::Now(json!({ "error": "usage: link <id> up|down" })),
+                };
+                self.drain(cx.out, cx.stats);
+                match r {
+                    Ok(changed) => json!({ "link": id, "state": state, "changed": changed }),
+                    Err(e) => json!({ "error": e.reason() }),
+                }
+            }
+            "help" => json!({
+                "commands": [
+                    "names: the registration table (hash, FQDN, nSFF IDs)",
+                    "discovery: who asked for what and was told which nSFF and paths",
+                    "links: the fabric model and link states",
+                    "link <id> up|down: an operator link event (as if from a fwd node)",
+                    "purge-all: send path update ALL NODES, forget the discovery table",
+                    "help: this list (and the node commands ping, stats, ports)",
+                ],
+            }),
+            _ => return ControlReply::Unknown,
+        };
+        ControlReply::Now(v)
+    }
+}
