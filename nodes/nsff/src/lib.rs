@@ -1,0 +1,4 @@
+//! The nsff role (being written).
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
