@@ -190,6 +190,10 @@ fn regressions() {
             Some("vxlan_gpe") => fuzz::vxlan_gpe(&bytes),
             Some("nr") => fuzz::nr(&bytes),
             Some("nsff") => fuzz::nsff(&bytes),
+            Some("rosa") => fuzz::rosa(&bytes),
+            Some("sticky") => fuzz::sticky(&bytes),
+            Some("appmetrics") => fuzz::appmetrics(&bytes),
+            Some("igp") => fuzz::igp(&bytes),
             _ => panic!("{name}: regression files are named <target>-<what>.bin"),
         }
         seen += 1;
@@ -432,5 +436,132 @@ fn nsff_corpus() {
         };
         p.fill_checksum();
         DataRepr::parse(&DataPacket::new_unchecked(&fixed[..])).is_ok()
+    });
+}
+
+#[test]
+fn rosa_corpus() {
+    use svcroute_stack::wire::rosa::*;
+    let name: ServiceName = "service.org/video".parse().unwrap();
+    let mut seeds = Vec::new();
+    for kind in 1..=4 {
+        let mut msg = Message::new(MessageKind::from(kind));
+        msg.set(Entry::Client("fd00::1".parse().unwrap()));
+        msg.set(Entry::Ingress("10.0.0.1".parse().unwrap()));
+        msg.set(Entry::Service(name.clone()));
+        msg.set(Entry::Port(FlowPort {
+            proto: smoltcp::wire::IpProtocol::Tcp,
+            port: 80,
+        }));
+        msg.set(Entry::Instance("fd00::9".parse().unwrap()));
+        msg.set(Entry::Constraint(Constraints(vec![
+            Constraint::ModePolicy {
+                mode: Mode::Scheduling,
+                policy: Policy::Weighted,
+            },
+            Constraint::LifetimeS(30),
+        ])));
+        seeds.push(msg.to_bytes().unwrap());
+        msg.sign(2, b"secret", "fd00::9".parse().unwrap()).unwrap();
+        seeds.push(msg.to_bytes().unwrap());
+    }
+    sfc_corpus(0x5eed_0201, &seeds, fuzz::rosa, |b| {
+        Message::from_bytes(b).is_ok()
+    });
+}
+
+#[test]
+fn sticky_corpus() {
+    use svcroute_stack::wire::sticky::*;
+    let seeds: Vec<Vec<u8>> = [
+        StickyDst::egress("fd00::a".parse().unwrap()),
+        StickyDst(vec![
+            StickyTlv::Egress("10.0.0.7".parse().unwrap()),
+            StickyTlv::Apn6(Apn6Id {
+                level: 1,
+                service_id: 2,
+                flow_id: 3,
+            }),
+        ]),
+    ]
+    .iter()
+    .map(|o| o.to_bytes().unwrap())
+    .collect();
+    sfc_corpus(0x5eed_0202, &seeds, fuzz::sticky, |b| {
+        StickyDst::parse(b).is_ok()
+    });
+}
+
+#[test]
+fn appmetrics_corpus() {
+    use svcroute_stack::wire::appmetrics::*;
+    let m = AppMetrics::new(vec![
+        Metric::AggregatedLoad {
+            period_s: 10,
+            index: 7,
+        },
+        Metric::RawLoad(RawLoad {
+            period_s: 10,
+            to_packets: 1,
+            from_packets: 2,
+            to_bytes: 3,
+            from_bytes: 4,
+        }),
+        Metric::Capacity(100),
+        Metric::Preference(1),
+    ])
+    .unwrap();
+    let one = AppMetrics::new(vec![Metric::Capacity(5)]).unwrap();
+    sfc_corpus(
+        0x5eed_0203,
+        &[m.to_bytes(), one.to_bytes()],
+        fuzz::appmetrics,
+        |b| AppMetrics::parse(b).is_ok(),
+    );
+}
+
+#[test]
+fn igp_corpus() {
+    use svcroute_stack::wire::igp::*;
+    use svcroute_stack::wire::rosa::Constraints;
+    let hello = Message::Hello(Hello {
+        router_id: RouterId(1),
+        seq: 2,
+        sent_at_us: 1000,
+        neighbors: vec![HelloEcho {
+            router_id: RouterId(2),
+            seq: 1,
+            sent_at_us: 5,
+            held_us: 10,
+        }],
+    });
+    let lsa = Message::Lsa(Lsa {
+        origin: RouterId(9),
+        part: 0,
+        seq: 3,
+        age: 1,
+        body: LsaBody::Services(vec![ServiceAnnouncement {
+            name: "service.org".parse().unwrap(),
+            instance: "fd00::9".parse().unwrap(),
+            constraints: Constraints::default(),
+            lifetime_s: 30,
+        }]),
+    });
+    let ack = Message::LsAck(LsAck {
+        router_id: RouterId(3),
+        acks: vec![LsaHeader {
+            origin: RouterId(9),
+            kind: LsaKind::Services,
+            part: 0,
+            seq: 3,
+        }],
+    });
+    let mut seeds = Vec::new();
+    for m in [hello, lsa, ack] {
+        seeds.push(m.encode(None).unwrap());
+        seeds.push(m.encode(Some((2, b"secret"))).unwrap());
+    }
+    sfc_corpus(0x5eed_0204, &seeds, fuzz::igp, |b| {
+        Message::decode(b, |_| None).is_ok()
     });
 }

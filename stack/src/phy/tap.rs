@@ -2,7 +2,7 @@
 //!
 //! Plain mode opens the TAP through the `tun-tap` crate. Offload mode opens it
 //! with a virtio-net header and TCP segmentation offloads (`IFF_VNET_HDR` +
-//! `TUNSETOFFLOAD`, see [`super::sys`]): the kernel then hands over TCP
+//! `TUNSETOFFLOAD`, see `phy/sys.rs`): the kernel then hands over TCP
 //! super-frames of up to 64 KiB whose checksum it left for us to complete,
 //! and bulk transfers into a node run several times faster. We never send
 //! super-frames: every frame we write carries an empty virtio-net header.

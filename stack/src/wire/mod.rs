@@ -4,15 +4,20 @@
 
 use core::fmt;
 
+pub mod appmetrics;
+pub mod auth;
 #[doc(hidden)]
 pub mod fuzz;
 pub mod gff;
 pub mod gre;
+pub mod igp;
 pub mod ipv6opt;
 pub mod nr;
 pub mod nsff;
 pub mod nsh;
+pub mod rosa;
 pub mod slp;
+pub mod sticky;
 pub mod vxlan_gpe;
 
 /// A packet could not be parsed or emitted.

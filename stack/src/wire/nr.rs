@@ -34,7 +34,7 @@
 use core::fmt;
 use core::str::FromStr;
 
-use ring::{digest, hmac};
+use ring::digest;
 
 use super::gff::{MessageType, PathId, PATH_ID_LEN};
 use super::{Error, Result};
@@ -199,18 +199,9 @@ impl From<TlvType> for u8 {
     }
 }
 
-/// Octets of an HMAC-SHA256 tag as we carry it (SPEC §0).
-pub const AUTH_TAG_LEN: usize = 16;
-
-/// The value of an auth tag TLV: which pre-shared key, and the truncated
-/// HMAC-SHA256.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct AuthTag {
-    /// The key's ID from config.
-    pub key_id: u8,
-    /// HMAC-SHA256 truncated to 16 octets.
-    pub tag: [u8; AUTH_TAG_LEN],
-}
+// The auth tag TLV's value and the verification outcome are shared with the
+// other formats (`wire::auth`); re-exported here so `nr::AuthTag` etc. keep working.
+pub use super::auth::{AuthCheck, AuthTag, AUTH_TAG_LEN};
 
 /// One TLV. Build a [`Tlvs`] list with [`Tlvs::new`], which checks them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -867,14 +858,7 @@ pub const AUTH_TLV_LEN: usize = 2 + 1 + AUTH_TAG_LEN;
 /// octet followed by `unsigned` (the message as emitted, without its auth
 /// TLV), truncated to 16 octets (SPEC §0) **\[ext\]**.
 pub fn sign(msg_type: MessageType, unsigned: &[u8], key_id: u8, secret: &[u8]) -> AuthTag {
-    let key = hmac::Key::new(hmac::HMAC_SHA256, secret);
-    let mut ctx = hmac::Context::with_key(&key);
-    ctx.update(&[u8::from(msg_type)]);
-    ctx.update(unsigned);
-    let full = ctx.sign();
-    let mut tag = [0; AUTH_TAG_LEN];
-    tag.copy_from_slice(&full.as_ref()[..AUTH_TAG_LEN]);
-    AuthTag { key_id, tag }
+    AuthTag::sign(key_id, secret, &[&[u8::from(msg_type)], unsigned])
 }
 
 /// Append an auth tag TLV to `msg`, an emitted message of type `msg_type`
@@ -884,19 +868,6 @@ pub fn append_auth(msg: &mut Vec<u8>, msg_type: MessageType, key_id: u8, secret:
     let start = msg.len();
     msg.resize(start + AUTH_TLV_LEN, 0);
     Tlv::AuthTag(auth).emit(&mut msg[start..]);
-}
-
-/// What [`verify`] found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum AuthCheck {
-    /// No auth tag.
-    Unsigned,
-    /// A tag with a key ID we have no secret for.
-    UnknownKey(u8),
-    /// A tag that does not match.
-    Bad(u8),
-    /// A good tag by this key.
-    Good(u8),
 }
 
 /// Check the auth tag of `payload`, a message of type `msg_type`, with the
@@ -910,23 +881,9 @@ pub fn verify<'k>(
     let Some(auth) = repr.tlvs().auth() else {
         return Ok(AuthCheck::Unsigned);
     };
-    let Some(secret) = secret_for(auth.key_id) else {
-        return Ok(AuthCheck::UnknownKey(auth.key_id));
-    };
     // Parse put the auth TLV last, so it is the final AUTH_TLV_LEN octets.
     let unsigned = &payload[..payload.len() - AUTH_TLV_LEN];
-    let want = sign(msg_type, unsigned, auth.key_id, secret);
-    // Compare without an early exit.
-    let diff = want
-        .tag
-        .iter()
-        .zip(&auth.tag)
-        .fold(0, |acc, (a, b)| acc | (a ^ b));
-    Ok(if diff == 0 {
-        AuthCheck::Good(auth.key_id)
-    } else {
-        AuthCheck::Bad(auth.key_id)
-    })
+    Ok(auth.check(secret_for, &[&[u8::from(msg_type)], unsigned]))
 }
 
 #[cfg(test)]
