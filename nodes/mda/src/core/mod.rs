@@ -1,0 +1,1965 @@
+//! The sans-IO mesh-enhanced directory agent: RFC 2608 DA behaviour plus
+//! the RFC 3528 mesh, with no sockets, clocks or files.
+//!
+//! ```text
+//!  driver ── handle_udp(now, from, bytes, mcast) ──►┐
+//!         ── handle_tcp(now, conn, frame) ─────────►│      ┌─ Store (states, tombstones, expiry)
+//!         ── tcp_accepted / tcp_established ───────►│ Mda ─┼─ summary vector, accept clock
+//!         ── tcp_closed / handle_timeout(now) ─────►│      └─ peers + peering connections
+//!         ◄── poll_event():    Persist, Connect, Close, PeerUp/Down
+//!         ◄── poll_transmit(): UDP datagram to an endpoint | TCP message on a connection
+//!         ◄── poll_timeout():  when to call handle_timeout next
+//! ```
+//!
+//! # Call order
+//!
+//! After every `handle_*`/`tcp_*` call, the driver **drains
+//! [`Mda::poll_event`] before [`Mda::poll_transmit`]**: an
+//! [`Event::Persist`] must be durable before the SrvAck it precedes goes
+//! out (SPEC §4 durability). Events and transmits are queued in the order
+//! they were decided, and every transmit that depends on a record is queued
+//! after it. If persisting fails the driver must not send anything the core
+//! queued since (it fails stop: see `docs/mda.md`).
+//!
+//! Connections are named by [`ConnId`]s the core allocates: for an inbound
+//! connection the driver calls [`Mda::tcp_accepted`] and gets the id; for
+//! an outbound one the core emits [`Event::Connect`] with the id, and the
+//! driver answers with [`Mda::tcp_established`] or [`Mda::tcp_closed`].
+//!
+//! Time is injected (`now`); SLP timestamps (µs since 1900-01-01 UTC) are
+//! `now` plus [`Config::wall_us_at_zero`]. Randomness (XIDs, the boot
+//! advert's start wait) comes from [`Config::seed`].
+
+mod store;
+
+#[cfg(test)]
+mod mesh_tests;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::net::IpAddr;
+
+use smoltcp::time::{Duration, Instant};
+use smoltcp::wire::{IpAddress, IpEndpoint, Ipv4Address, Ipv6Address};
+use svcroute_stack::wire::slp::codec::List;
+use svcroute_stack::wire::slp::{
+    self, AcceptId, AntiEntropyType, AntiEtrpRqst, AttrList, AttrRply, AttrRqst, AttrValue,
+    Attribute, Body, DaAdvert, ErrorCode, Extension, Flags, FunctionId, FwdId, Header, LangTag,
+    MeshFwd, Message, ScopeList, ServiceType, ServiceTypeList, SlpString, SrvAck, SrvDeReg, SrvReg,
+    SrvRply, SrvRqst, SrvTypeRply, SrvTypeRqst, UrlEntry,
+};
+
+use store::Store;
+pub use store::{Clock, Key, Record, Reg, StateRecord};
+
+/// RFC 3111 link-local SVRLOC-DA group `FF02::123`: unsolicited DAAdverts
+/// over IPv6 go here.
+pub const MCAST_V6_DA: Ipv6Address = Ipv6Address::new(0xff02, 0, 0, 0, 0, 0, 0, 0x123);
+/// RFC 3111 SVRLOC group `FF02::116` (requests) over IPv6.
+pub const MCAST_V6_SVRLOC: Ipv6Address = Ipv6Address::new(0xff02, 0, 0, 0, 0, 0, 0, 0x116);
+
+/// Configuration of the core (the driver's `MdaConfig` fills it).
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Our DA URL, `service:directory-agent://<addr>`: also our accept DA URL.
+    pub url: String,
+    /// Our addresses (for the PRList and the duplicate-connection tiebreak;
+    /// the first is the one compared).
+    pub addrs: Vec<IpAddress>,
+    /// Scopes served.
+    pub scopes: ScopeList,
+    /// Extra DAAdvert attributes (`mesh-enhanced` is added when `mesh`).
+    pub attrs: AttrList,
+    /// Mesh enhanced (RFC 3528); `false`: a plain RFC 2608 DA.
+    pub mesh: bool,
+    /// Statically configured peers (their DAAdvert is asked for by unicast).
+    pub peers: Vec<IpAddress>,
+    /// CONFIG_DA_KEEPALIVE (RFC 3528 §6: 200 s).
+    pub keepalive: Duration,
+    /// CONFIG_DA_TIMEOUT (RFC 3528 §6: 300 s).
+    pub timeout: Duration,
+    /// CONFIG_DA_BEAT: unsolicited DAAdvert period (RFC 2608 §13: 3 h).
+    pub beat: Duration,
+    /// CONFIG_START_WAIT: the boot DAAdvert goes out within this (RFC 2608: 3 s).
+    pub start_wait: Duration,
+    /// How often an unpeered known peer is asked for its DAAdvert.
+    pub peer_retry: Duration,
+    /// Most registration states (tombstones included).
+    pub max_registrations: usize,
+    /// Most peers with a peering connection.
+    pub max_peers: usize,
+    /// Most TCP connections at once (peers and clients).
+    pub max_connections: usize,
+    /// A UDP reply is at most request length × this (CVE-2023-29552).
+    pub amplification_factor: usize,
+    /// Largest UDP reply whatever the request (RFC 2608 §6.1: 1400).
+    pub max_datagram: usize,
+    /// `min-refresh-interval` in seconds (0: none).
+    pub min_refresh_s: u32,
+    /// SLP time (µs since 1900-01-01 UTC) at `Instant::ZERO`.
+    pub wall_us_at_zero: u64,
+    /// Seed of the core's RNG.
+    pub seed: u64,
+}
+
+impl Config {
+    /// A configuration with RFC defaults for `url`, `addrs` and `scopes`.
+    pub fn new(url: &str, addrs: Vec<IpAddress>, scopes: ScopeList) -> Self {
+        Self {
+            url: url.to_owned(),
+            addrs,
+            scopes,
+            attrs: AttrList::default(),
+            mesh: true,
+            peers: Vec::new(),
+            keepalive: Duration::from_secs(200),
+            timeout: Duration::from_secs(300),
+            beat: Duration::from_secs(10_800),
+            start_wait: Duration::from_secs(3),
+            peer_retry: Duration::from_secs(10),
+            max_registrations: 1_000_000,
+            max_peers: 64,
+            max_connections: 256,
+            amplification_factor: 2,
+            max_datagram: slp::MAX_DATAGRAM,
+            min_refresh_s: 0,
+            wall_us_at_zero: 0,
+            seed: 0,
+        }
+    }
+}
+
+/// A TCP connection, named by the core.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ConnId(pub u64);
+
+/// Work for the driver's sockets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transmit {
+    /// A datagram to `to`.
+    Udp {
+        /// Destination.
+        to: IpEndpoint,
+        /// One SLP message.
+        bytes: Vec<u8>,
+        /// A reply to a request (send it from port 427); `false` for what
+        /// the MDA originates itself (DAAdverts, peer probes), which a
+        /// driver may send from another socket so that an unreachable
+        /// peer (its neighbour never resolving) cannot hold up replies.
+        reply: bool,
+    },
+    /// One SLP message on a connection.
+    Tcp {
+        /// The connection.
+        conn: ConnId,
+        /// One SLP message.
+        bytes: Vec<u8>,
+    },
+}
+
+/// Things the driver must do or may want to know, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// Make `record` durable before sending any transmit queued after it.
+    Persist(Record),
+    /// Open a TCP connection to `to`; answer with `tcp_established` or `tcp_closed`.
+    Connect {
+        /// The id the core gave it.
+        conn: ConnId,
+        /// Peer address, port 427.
+        to: IpEndpoint,
+    },
+    /// Close a connection (after sending what was queued on it).
+    Close(ConnId),
+    /// A peer relationship is up (its DAAdvert arrived on a connection).
+    PeerUp(String),
+    /// A peer relationship is down.
+    PeerDown(String),
+}
+
+/// Where a message came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Src {
+    Udp { from: IpEndpoint, mcast: bool },
+    Tcp(ConnId),
+}
+
+impl Src {
+    const fn is_mcast(self) -> bool {
+        matches!(self, Self::Udp { mcast: true, .. })
+    }
+}
+
+/// A known peer MDA (we have its DAAdvert).
+#[derive(Debug, Clone)]
+struct Peer {
+    addr: IpAddress,
+    scopes: ScopeList,
+    /// Its DAAdvert, to forward to other peers (RFC 3528 §3.3).
+    advert: DaAdvert,
+    /// When to ask it for its DAAdvert again while not peered.
+    next_retry: Instant,
+}
+
+#[derive(Debug, Clone)]
+struct Conn {
+    remote: IpEndpoint,
+    initiated: bool,
+    established: bool,
+    /// The peer's DA URL once its DAAdvert arrived on this connection.
+    peer: Option<String>,
+    /// Last DAAdvert from the peer (or open time).
+    last_heard: Instant,
+    next_keepalive: Instant,
+    /// We answered the peer's AntiEtrpRqst: new updates go here directly.
+    synced: bool,
+    closing: bool,
+}
+
+/// Named counters: `mda.*` events and `drop.mda.*` drops and refusals.
+pub type Counters = BTreeMap<&'static str, u64>;
+
+/// Outcome of applying an update to the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Apply {
+    Installed,
+    Stale,
+}
+
+/// The mesh-enhanced DA. See the module docs for the call order.
+#[derive(Debug)]
+pub struct Mda {
+    cfg: Config,
+    clock: Clock,
+    boot_ts: u32,
+    xid: u16,
+    store: Store,
+    summary: BTreeMap<String, u64>,
+    accept_hwm: u64,
+    peers: BTreeMap<String, Peer>,
+    static_retry: Vec<(IpAddress, Instant)>,
+    conns: BTreeMap<ConnId, Conn>,
+    next_conn: u64,
+    transmits: VecDeque<Transmit>,
+    events: VecDeque<Event>,
+    counters: Counters,
+    fresh_counts: Counters,
+    next_beat: Instant,
+    stopped: bool,
+}
+
+impl Mda {
+    /// A DA booting at `now` with the database rebuilt from `records` (a
+    /// replayed log; empty for a fresh start). States that expired while
+    /// it was down are dropped.
+    pub fn new(cfg: Config, now: Instant, records: &[Record]) -> Self {
+        let clock = Clock {
+            wall_us_at_zero: cfg.wall_us_at_zero,
+        };
+        let mut rng = cfg.seed ^ 0x6d73_6c70_5f6d_6461;
+        let start =
+            Duration::from_micros(splitmix(&mut rng) % (cfg.start_wait.total_micros().max(1)));
+        let static_retry = cfg.peers.iter().map(|a| (*a, now)).collect();
+        let mut me = Self {
+            boot_ts: clock.unix_secs(now).max(1),
+            clock,
+            xid: (splitmix(&mut rng) & 0xffff) as u16,
+            store: Store::default(),
+            summary: BTreeMap::new(),
+            accept_hwm: 0,
+            peers: BTreeMap::new(),
+            static_retry,
+            conns: BTreeMap::new(),
+            next_conn: 1,
+            transmits: VecDeque::new(),
+            events: VecDeque::new(),
+            counters: Counters::new(),
+            fresh_counts: Counters::new(),
+            next_beat: now + start,
+            stopped: false,
+            cfg,
+        };
+        me.replay(now, records);
+        me
+    }
+
+    fn replay(&mut self, now: Instant, records: &[Record]) {
+        for r in records {
+            match r {
+                Record::State(s) => {
+                    let Some((key, reg)) = s.to_reg(self.clock, now) else {
+                        self.count("drop.mda.replay_bad_record");
+                        continue;
+                    };
+                    if let Some(a) = &reg.accept {
+                        self.note_summary(a);
+                        if a.da_url.as_str() == self.cfg.url {
+                            self.accept_hwm = self.accept_hwm.max(a.timestamp);
+                        }
+                    }
+                    self.store.put(key, reg);
+                }
+                Record::Watermark {
+                    accept_hwm,
+                    summary,
+                } => {
+                    self.accept_hwm = self.accept_hwm.max(*accept_hwm);
+                    for (u, t) in summary {
+                        let e = self.summary.entry(u.clone()).or_insert(0);
+                        *e = (*e).max(*t);
+                    }
+                }
+            }
+        }
+        let gone = self.store.expire(now).len();
+        if !records.is_empty() {
+            self.count_n("mda.replayed_records", records.len() as u64);
+            self.count_n("mda.replay_expired", gone as u64);
+        }
+    }
+
+    // ---- getters ------------------------------------------------------
+
+    /// The configuration.
+    pub const fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// The DA stateless boot timestamp (seconds since 1970; 0 after `shutdown`).
+    pub const fn boot_timestamp(&self) -> u32 {
+        self.boot_ts
+    }
+
+    /// Live and deleted states, in key order.
+    pub fn registrations(&self) -> impl Iterator<Item = (&Key, &Reg)> {
+        self.store.iter()
+    }
+
+    /// Number of states, tombstones included.
+    pub fn registration_count(&self) -> usize {
+        self.store.len()
+    }
+
+    /// The state under (url, lang).
+    pub fn registration(&self, url: &str, lang: &LangTag) -> Option<&Reg> {
+        self.store.get(&Key::new(url, lang))
+    }
+
+    /// The summary vector: accept DA URL → highest accept timestamp.
+    pub const fn summary(&self) -> &BTreeMap<String, u64> {
+        &self.summary
+    }
+
+    /// Peer URLs with an identified peering connection.
+    pub fn active_peers(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.conns.values().filter_map(|c| c.peer.clone()).collect();
+        v.sort();
+        v.dedup();
+        v
+    }
+
+    /// Known peers: URL, address, whether a peering connection is up.
+    pub fn peers(&self) -> Vec<(String, IpAddress, bool)> {
+        let active = self.active_peers();
+        self.peers
+            .iter()
+            .map(|(u, p)| (u.clone(), p.addr, active.contains(u)))
+            .collect()
+    }
+
+    /// Open connections: id, remote endpoint, initiated by us, peer URL.
+    pub fn connections(&self) -> Vec<(ConnId, IpEndpoint, bool, Option<String>)> {
+        self.conns
+            .iter()
+            .map(|(id, c)| (*id, c.remote, c.initiated, c.peer.clone()))
+            .collect()
+    }
+
+    /// Cumulative counters.
+    pub const fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// Counter increments since the last call, for the node's `Counters`.
+    pub fn drain_counters(&mut self) -> Counters {
+        std::mem::take(&mut self.fresh_counts)
+    }
+
+    /// A digest of the live and deleted mesh-visible state (URL, language,
+    /// version, deleted, attributes, scopes): equal digests mean equal
+    /// databases, whatever the accept IDs.
+    pub fn digest(&self) -> u64 {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut eat = |b: &[u8]| {
+            for x in b {
+                h ^= u64::from(*x);
+                h = h.wrapping_mul(0x100_0000_01b3);
+            }
+            h ^= 0xff;
+            h = h.wrapping_mul(0x100_0000_01b3);
+        };
+        for (k, r) in self.store.iter() {
+            eat(k.url.as_bytes());
+            eat(k.lang.as_bytes());
+            eat(&r.version.to_be_bytes());
+            eat(&[u8::from(r.deleted)]);
+            eat(r.attrs.to_string().as_bytes());
+            eat(r.scopes.to_string().as_bytes());
+        }
+        h
+    }
+
+    /// Records that rebuild the current state: for log compaction.
+    pub fn snapshot(&self) -> Vec<Record> {
+        let mut v: Vec<Record> = self
+            .store
+            .iter()
+            .map(|(_, r)| Record::State(StateRecord::of(r, self.clock)))
+            .collect();
+        v.push(Record::Watermark {
+            accept_hwm: self.accept_hwm,
+            summary: self.summary.iter().map(|(u, t)| (u.clone(), *t)).collect(),
+        });
+        v
+    }
+
+    // ---- outputs ------------------------------------------------------
+
+    /// The next datagram or TCP message to send. Drain
+    /// [`Mda::poll_event`] first.
+    #[must_use]
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.transmits.pop_front()
+    }
+
+    /// The next thing for the driver to do.
+    #[must_use]
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// When [`Mda::handle_timeout`] is next due.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        if self.stopped {
+            return None;
+        }
+        let mut t = Some(self.next_beat);
+        let mut min = |x: Instant| t = Some(t.map_or(x, |t: Instant| t.min(x)));
+        if let Some(e) = self.store.next_expiry() {
+            min(e);
+        }
+        for c in self.conns.values() {
+            if c.peer.is_some() {
+                min(c.next_keepalive);
+            }
+            min(c.last_heard + self.cfg.timeout);
+        }
+        if self.cfg.mesh {
+            for (_, at) in &self.static_retry {
+                min(*at);
+            }
+            for p in self.peers.values() {
+                min(p.next_retry);
+            }
+        }
+        t
+    }
+
+    // ---- inputs -------------------------------------------------------
+
+    /// Timers: beat, expiry, keepalive, peer timeout, peer retries.
+    /// Spurious calls are harmless.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.stopped {
+            return;
+        }
+        let gone = self.store.expire(now);
+        if !gone.is_empty() {
+            self.count_n("mda.expired", gone.len() as u64);
+        }
+        if now >= self.next_beat {
+            self.next_beat = now + self.cfg.beat;
+            self.send_unsolicited_advert(now);
+        }
+        // Keepalives and timeouts.
+        let ids: Vec<ConnId> = self.conns.keys().copied().collect();
+        for id in ids {
+            let Some(c) = self.conns.get(&id) else {
+                continue;
+            };
+            if now >= c.last_heard + self.cfg.timeout {
+                self.count(if c.peer.is_some() {
+                    "mda.peer_timeout"
+                } else {
+                    "mda.conn_idle_timeout"
+                });
+                self.close_conn(now, id);
+                continue;
+            }
+            if c.peer.is_some() && now >= c.next_keepalive {
+                let next = now + self.cfg.keepalive;
+                if let Some(c) = self.conns.get_mut(&id) {
+                    c.next_keepalive = next;
+                }
+                let adv = self.own_advert(0, LangTag::en());
+                self.send_tcp(id, &adv);
+                self.count("mda.keepalive_sent");
+            }
+        }
+        if self.cfg.mesh {
+            self.retry_peers(now);
+        }
+    }
+
+    /// One UDP datagram from `from` to port 427; `mcast` if it was sent to a
+    /// multicast group.
+    pub fn handle_udp(&mut self, now: Instant, from: IpEndpoint, bytes: &[u8], mcast: bool) {
+        if self.stopped {
+            return;
+        }
+        self.count("mda.rx_udp");
+        self.handle(now, Src::Udp { from, mcast }, bytes);
+    }
+
+    /// One framed SLP message on connection `conn`.
+    pub fn handle_tcp(&mut self, now: Instant, conn: ConnId, bytes: &[u8]) {
+        if self.stopped {
+            return;
+        }
+        if !self.conns.contains_key(&conn) {
+            self.count("drop.mda.unknown_conn");
+            return;
+        }
+        self.count("mda.rx_tcp");
+        self.handle(now, Src::Tcp(conn), bytes);
+    }
+
+    /// An inbound connection from `remote` was accepted; its id, or `None`
+    /// (and [`Event::Close`] is not needed: refuse it) at the connection cap.
+    pub fn tcp_accepted(&mut self, now: Instant, remote: IpEndpoint) -> Option<ConnId> {
+        if self.stopped || self.conns.len() >= self.cfg.max_connections {
+            self.count("drop.mda.conn_limit");
+            return None;
+        }
+        let id = self.alloc_conn();
+        self.conns.insert(
+            id,
+            Conn {
+                remote,
+                initiated: false,
+                established: true,
+                peer: None,
+                last_heard: now,
+                next_keepalive: now + self.cfg.keepalive,
+                synced: false,
+                closing: false,
+            },
+        );
+        self.count("mda.conn_accepted");
+        Some(id)
+    }
+
+    /// An outbound connection from [`Event::Connect`] is up: we send our
+    /// DAAdvert on it (RFC 3528 §3.2).
+    pub fn tcp_established(&mut self, now: Instant, conn: ConnId) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        c.established = true;
+        c.last_heard = now;
+        self.count("mda.conn_established");
+        let adv = self.own_advert(0, LangTag::en());
+        self.send_tcp(conn, &adv);
+    }
+
+    /// A connection is gone (closed by either side, reset or failed).
+    pub fn tcp_closed(&mut self, now: Instant, conn: ConnId) {
+        let Some(c) = self.conns.remove(&conn) else {
+            return;
+        };
+        self.count("mda.conn_closed");
+        self.after_close(now, c);
+    }
+
+    /// Going down: DAAdvert with boot timestamp 0 multicast and to every
+    /// peer (RFC 2608 §12.2.1, RFC 3528 §3.5), then close every connection.
+    pub fn shutdown(&mut self, now: Instant) {
+        if self.stopped {
+            return;
+        }
+        self.boot_ts = 0;
+        self.send_unsolicited_advert(now);
+        let ids: Vec<ConnId> = self.conns.keys().copied().collect();
+        for id in ids {
+            if self.conns.get(&id).is_some_and(|c| c.peer.is_some()) {
+                let adv = self.own_advert(0, LangTag::en());
+                self.send_tcp(id, &adv);
+            }
+            self.events.push_back(Event::Close(id));
+        }
+        self.conns.clear();
+        self.stopped = true;
+    }
+
+    // ---- dispatch -----------------------------------------------------
+
+    fn handle(&mut self, now: Instant, src: Src, bytes: &[u8]) {
+        let msg = match Message::parse(bytes) {
+            Ok(m) => m,
+            Err(e) => {
+                self.count(parse_reason(e));
+                self.answer_parse_error(src, bytes, e.error_code());
+                return;
+            }
+        };
+        let function = msg.function();
+        let (header, body, exts) = msg.into_parts();
+        let mcast = src.is_mcast() || header.flags.mcast;
+        let src = match src {
+            Src::Udp { from, .. } => Src::Udp { from, mcast },
+            s => s,
+        };
+        let req = Req {
+            src,
+            function,
+            header,
+            len: bytes.len(),
+        };
+        let mesh_fwd = exts.iter().find_map(|e| match e {
+            Extension::MeshFwd(m) => Some(m.clone()),
+            Extension::Unknown(_) => None,
+        });
+        match body {
+            Body::SrvRqst(r) => self.on_srv_rqst(now, &req, &r),
+            Body::SrvReg(r) => self.on_srv_reg(now, &req, r, mesh_fwd),
+            Body::SrvDeReg(r) => self.on_srv_dereg(now, &req, r, mesh_fwd),
+            Body::AttrRqst(r) => self.on_attr_rqst(now, &req, &r),
+            Body::SrvTypeRqst(r) => self.on_srv_type_rqst(now, &req, &r),
+            Body::DaAdvert(a) => self.on_da_advert(now, &req, a),
+            Body::AntiEtrpRqst(r) => self.on_anti_entropy(now, &req, &r),
+            Body::SrvAck(_) => {
+                if self.peer_of(src).is_some() {
+                    self.count("mda.anti_entropy_done");
+                } else {
+                    self.count("drop.mda.unexpected_reply");
+                }
+            }
+            Body::SrvRply(_) | Body::AttrRply(_) | Body::SrvTypeRply(_) | Body::SaAdvert(_) => {
+                self.count("drop.mda.unexpected_reply");
+            }
+        }
+    }
+
+    /// Answer a message that did not parse with the reply type its function
+    /// calls for, unicast only (RFC 2608 §7); anything else is dropped.
+    fn answer_parse_error(&mut self, src: Src, bytes: &[u8], code: ErrorCode) {
+        let Some((function, mut header)) = Header::peek(bytes) else {
+            return;
+        };
+        if src.is_mcast() || header.flags.mcast {
+            return;
+        }
+        header.flags = Flags::default();
+        let body = match function {
+            FunctionId::SrvRqst => Body::SrvRply(SrvRply {
+                error: code,
+                ..SrvRply::default()
+            }),
+            FunctionId::SrvReg | FunctionId::SrvDeReg | FunctionId::AntiEtrpRqst => {
+                Body::SrvAck(SrvAck { error: code })
+            }
+            FunctionId::AttrRqst => Body::AttrRply(AttrRply {
+                error: code,
+                ..AttrRply::default()
+            }),
+            FunctionId::SrvTypeRqst => Body::SrvTypeRply(SrvTypeRply {
+                error: code,
+                ..SrvTypeRply::default()
+            }),
+            _ => return,
+        };
+        let req = Req {
+            src,
+            function,
+            header: header.clone(),
+            len: bytes.len(),
+        };
+        self.reply(&req, body);
+    }
+
+    // ---- RFC 2608 requests --------------------------------------------
+
+    fn on_srv_rqst(&mut self, now: Instant, req: &Req, r: &SrvRqst) {
+        if req.src.is_mcast() && self.in_pr_list(&r.pr_list) {
+            self.count("mda.pr_list_suppressed");
+            return;
+        }
+        if r.service_type
+            .as_str()
+            .eq_ignore_ascii_case("service:directory-agent")
+        {
+            // DA discovery (RFC 2608 §12.1): empty scopes or a shared one.
+            if !r.scopes.is_empty() && !r.scopes.intersects(&self.cfg.scopes) {
+                return self.error(req, ErrorCode::ScopeNotSupported);
+            }
+            if !r.predicate.matches(&self.advert_attrs()) {
+                return;
+            }
+            self.count("mda.da_discovery");
+            let body = self.own_advert_body();
+            return self.reply(req, body);
+        }
+        if r.service_type
+            .as_str()
+            .eq_ignore_ascii_case("service:service-agent")
+        {
+            // Only SAs answer SA discovery.
+            return;
+        }
+        if !r.spi.is_empty() {
+            return self.error(req, ErrorCode::AuthenticationUnknown);
+        }
+        if !r.scopes.intersects(&self.cfg.scopes) {
+            return self.error(req, ErrorCode::ScopeNotSupported);
+        }
+        self.count("mda.srv_rqst");
+        let mut other_lang = false;
+        let mut entries = Vec::new();
+        for (_, reg) in self.store.iter() {
+            if !reg.alive(now)
+                || !r.service_type.matches(&reg.service_type)
+                || !reg.scopes.intersects(&r.scopes)
+            {
+                continue;
+            }
+            if !reg.lang.same_language(&req.header.lang) {
+                other_lang = true;
+                continue;
+            }
+            if !r.predicate.matches(&reg.attrs) {
+                continue;
+            }
+            entries.push(UrlEntry::new(reg.remaining(now), reg.url.clone()));
+        }
+        if entries.is_empty() {
+            if other_lang {
+                return self.error(req, ErrorCode::LanguageNotSupported);
+            }
+            if req.src.is_mcast() {
+                return; // RFC 2608 §8.1: no empty replies to multicast.
+            }
+        }
+        let body = Body::SrvRply(SrvRply {
+            error: ErrorCode::Ok,
+            entries: list(entries),
+        });
+        self.reply(req, body);
+    }
+
+    fn on_attr_rqst(&mut self, now: Instant, req: &Req, r: &AttrRqst) {
+        if !r.spi.is_empty() {
+            return self.error(req, ErrorCode::AuthenticationUnknown);
+        }
+        if !r.scopes.intersects(&self.cfg.scopes) {
+            return self.error(req, ErrorCode::ScopeNotSupported);
+        }
+        self.count("mda.attr_rqst");
+        let by_url = r.url.contains("://");
+        let stype = if by_url {
+            None
+        } else {
+            match ServiceType::parse(&r.url) {
+                Ok(t) => Some(t),
+                Err(_) => return self.error(req, ErrorCode::ParseError),
+            }
+        };
+        let mut other_lang = false;
+        let mut found = false;
+        let mut merged: Vec<(String, Vec<AttrValue>)> = Vec::new();
+        for (_, reg) in self.store.iter() {
+            if !reg.alive(now) || !reg.scopes.intersects(&r.scopes) {
+                continue;
+            }
+            let hit = match &stype {
+                None => reg.url.as_str() == r.url.as_str(),
+                Some(t) => t.matches(&reg.service_type),
+            };
+            if !hit {
+                continue;
+            }
+            if !reg.lang.same_language(&req.header.lang) {
+                other_lang = true;
+                continue;
+            }
+            found = true;
+            for a in reg.attrs.select(&r.tags).attributes() {
+                match merged.iter_mut().find(|(t, _)| a.has_tag(t)) {
+                    Some((_, vals)) => {
+                        for v in a.values() {
+                            if !vals.contains(v) {
+                                vals.push(v.clone());
+                            }
+                        }
+                    }
+                    None => merged.push((a.tag().to_owned(), a.values().to_vec())),
+                }
+            }
+        }
+        if !found {
+            if other_lang {
+                return self.error(req, ErrorCode::LanguageNotSupported);
+            }
+            if req.src.is_mcast() {
+                return;
+            }
+        }
+        let attrs: Vec<Attribute> = merged
+            .into_iter()
+            .filter_map(|(t, v)| Attribute::new(&t, v).ok())
+            .collect();
+        let body = Body::AttrRply(AttrRply {
+            error: ErrorCode::Ok,
+            attrs: AttrList::new(attrs).unwrap_or_default(),
+            auths: List::default(),
+        });
+        self.reply(req, body);
+    }
+
+    fn on_srv_type_rqst(&mut self, now: Instant, req: &Req, r: &SrvTypeRqst) {
+        if !r.scopes.intersects(&self.cfg.scopes) {
+            return self.error(req, ErrorCode::ScopeNotSupported);
+        }
+        self.count("mda.srv_type_rqst");
+        let mut types: Vec<ServiceType> = Vec::new();
+        for (_, reg) in self.store.iter() {
+            if !reg.alive(now)
+                || !reg.scopes.intersects(&r.scopes)
+                || !r.naming_authority.admits(&reg.service_type)
+            {
+                continue;
+            }
+            if !types
+                .iter()
+                .any(|t| t.as_str().eq_ignore_ascii_case(reg.service_type.as_str()))
+            {
+                types.push(reg.service_type.clone());
+            }
+        }
+        if types.is_empty() && req.src.is_mcast() {
+            return;
+        }
+        let body = Body::SrvTypeRply(SrvTypeRply {
+            error: ErrorCode::Ok,
+            types: ServiceTypeList::new(types).unwrap_or_default(),
+        });
+        self.reply(req, body);
+    }
+
+    // ---- registrations ------------------------------------------------
+
+    fn on_srv_reg(&mut self, now: Instant, req: &Req, r: SrvReg, fwd: Option<MeshFwd>) {
+        if req.src.is_mcast() {
+            self.count("drop.mda.mcast_registration");
+            return;
+        }
+        if let Some(f) = &fwd {
+            match f.fwd {
+                FwdId::Fwded => return self.on_fwded_reg(now, req, r, f.clone()),
+                FwdId::RqstFwd => {}
+                FwdId::Unknown(_) => return self.nack(req, ErrorCode::ParseError, "bad_fwd_id"),
+            }
+        }
+        if !r.scopes.is_subset_of(&self.cfg.scopes) || r.scopes.is_empty() {
+            return self.nack(req, ErrorCode::ScopeNotSupported, "reg_scope");
+        }
+        if r.entry.lifetime == 0 {
+            return self.nack(req, ErrorCode::InvalidRegistration, "reg_zero_lifetime");
+        }
+        let fresh = req.header.flags.fresh;
+        if self.cfg.mesh && fwd.is_some() && !fresh {
+            // RFC 3528 §4.3: MeshFwd only with a fresh SrvReg.
+            return self.nack(req, ErrorCode::InvalidUpdate, "meshfwd_incremental");
+        }
+        let key = Key::new(&r.entry.url, &req.header.lang);
+        let old = self.store.get(&key).cloned();
+        let live_old = old.as_ref().filter(|o| o.alive(now));
+        if let Some(o) = live_old {
+            if self.cfg.min_refresh_s > 0
+                && now < o.updated + Duration::from_secs(u64::from(self.cfg.min_refresh_s))
+            {
+                return self.nack(req, ErrorCode::RefreshRejected, "refresh_rejected");
+            }
+        }
+        let mut reg = Reg {
+            url: r.entry.url.clone(),
+            lang: req.header.lang.clone(),
+            service_type: r.service_type.clone(),
+            scopes: r.scopes.clone(),
+            attrs: r.attrs.clone(),
+            lifetime: r.entry.lifetime,
+            expires: now + Duration::from_secs(u64::from(r.entry.lifetime)),
+            version: 0,
+            accept: None,
+            deleted: false,
+            updated: now,
+        };
+        if !fresh {
+            // Incremental (RFC 2608 §9.3): merge into the live registration.
+            let Some(o) = live_old else {
+                return self.nack(req, ErrorCode::InvalidUpdate, "incremental_unknown");
+            };
+            if !o
+                .service_type
+                .as_str()
+                .eq_ignore_ascii_case(r.service_type.as_str())
+            {
+                return self.nack(req, ErrorCode::InvalidUpdate, "incremental_type");
+            }
+            if !(o.scopes.is_subset_of(&r.scopes) && r.scopes.is_subset_of(&o.scopes)) {
+                return self.nack(req, ErrorCode::ScopeNotSupported, "incremental_scope");
+            }
+            let mut attrs: Vec<Attribute> = o
+                .attrs
+                .attributes()
+                .iter()
+                .filter(|a| !r.attrs.attributes().iter().any(|n| n.has_tag(a.tag())))
+                .cloned()
+                .collect();
+            attrs.extend(r.attrs.attributes().iter().cloned());
+            reg.attrs = AttrList::new(attrs).unwrap_or_else(|_| r.attrs.clone());
+            reg.version = o.version;
+            reg.scopes = o.scopes.clone();
+        } else if let Some(o) = &old {
+            reg.version = o.version;
+        }
+        if old.is_none() && self.store.len() >= self.cfg.max_registrations {
+            return self.nack(req, ErrorCode::DaBusyNow, "table_full");
+        }
+        let mesh = self.cfg.mesh && fwd.is_some();
+        if let (true, Some(f)) = (mesh, &fwd) {
+            if old.as_ref().is_some_and(|o| o.version >= f.version) {
+                // Version resolution (RFC 3528 §4.2): an older or repeated
+                // update changes nothing, but the SA still gets its ack.
+                self.count("mda.stale_update");
+                return self.ack(req, ErrorCode::Ok);
+            }
+            reg.version = f.version;
+            reg.accept = Some(self.next_accept(now));
+        }
+        self.commit(key.clone(), reg);
+        self.count(if fresh {
+            "mda.registered"
+        } else {
+            "mda.reg_incremental"
+        });
+        self.ack(req, ErrorCode::Ok);
+        if mesh {
+            self.forward(now, &key);
+        }
+    }
+
+    fn on_srv_dereg(&mut self, now: Instant, req: &Req, r: SrvDeReg, fwd: Option<MeshFwd>) {
+        if req.src.is_mcast() {
+            self.count("drop.mda.mcast_registration");
+            return;
+        }
+        if let Some(f) = &fwd {
+            match f.fwd {
+                FwdId::Fwded => return self.on_fwded_dereg(now, req, r, f.clone()),
+                FwdId::RqstFwd => {}
+                FwdId::Unknown(_) => return self.nack(req, ErrorCode::ParseError, "bad_fwd_id"),
+            }
+        }
+        if r.scopes.is_empty() || !r.scopes.is_subset_of(&self.cfg.scopes) {
+            return self.nack(req, ErrorCode::ScopeNotSupported, "dereg_scope");
+        }
+        if fwd.is_some() && !r.tags.is_empty() && self.cfg.mesh {
+            return self.nack(req, ErrorCode::InvalidUpdate, "meshfwd_partial_dereg");
+        }
+        let key = Key::new(&r.entry.url, &req.header.lang);
+        let old = self.store.get(&key).cloned();
+        let live_old = old.as_ref().filter(|o| o.alive(now));
+        if let Some(o) = live_old {
+            if !(o.scopes.is_subset_of(&r.scopes) && r.scopes.is_subset_of(&o.scopes)) {
+                return self.nack(req, ErrorCode::ScopeNotSupported, "dereg_scope_mismatch");
+            }
+        }
+        if !r.tags.is_empty() {
+            // Partial deregistration (RFC 2608 §10.6): drop the tagged attributes.
+            let Some(o) = live_old else {
+                return self.ack(req, ErrorCode::Ok);
+            };
+            if self.cfg.min_refresh_s > 0
+                && now < o.updated + Duration::from_secs(u64::from(self.cfg.min_refresh_s))
+            {
+                return self.nack(req, ErrorCode::RefreshRejected, "refresh_rejected");
+            }
+            let mut reg = o.clone();
+            let kept: Vec<Attribute> = o
+                .attrs
+                .attributes()
+                .iter()
+                .filter(|a| !r.tags.matches(a.tag()))
+                .cloned()
+                .collect();
+            reg.attrs = AttrList::new(kept).unwrap_or_default();
+            reg.updated = now;
+            reg.accept = None;
+            self.commit(key, reg);
+            self.count("mda.dereg_partial");
+            return self.ack(req, ErrorCode::Ok);
+        }
+        let mesh = self.cfg.mesh && fwd.is_some();
+        if !mesh {
+            // Plain SLPv2: forget the service (a local tombstone, version kept).
+            let Some(o) = live_old else {
+                return self.ack(req, ErrorCode::Ok);
+            };
+            let mut reg = o.clone();
+            reg.deleted = true;
+            reg.accept = None;
+            reg.attrs = AttrList::default();
+            self.commit(key, reg);
+            self.count("mda.deregistered");
+            return self.ack(req, ErrorCode::Ok);
+        }
+        let Some(f) = fwd else {
+            return;
+        };
+        if old.as_ref().is_some_and(|o| o.version >= f.version) {
+            self.count("mda.stale_update");
+            return self.ack(req, ErrorCode::Ok);
+        }
+        if old.is_none() && self.store.len() >= self.cfg.max_registrations {
+            return self.nack(req, ErrorCode::DaBusyNow, "table_full");
+        }
+        let tomb = self.tombstone(now, old.as_ref(), &r, &req.header.lang, f.version);
+        let mut tomb = tomb;
+        tomb.accept = Some(self.next_accept(now));
+        self.commit(key.clone(), tomb);
+        self.count("mda.deregistered");
+        self.ack(req, ErrorCode::Ok);
+        self.forward(now, &key);
+    }
+
+    /// A tombstone for `r`: it lives as long as the registration would have
+    /// (or the SrvDeReg's lifetime, or 0xffff s, for an unknown one).
+    fn tombstone(
+        &self,
+        now: Instant,
+        old: Option<&Reg>,
+        r: &SrvDeReg,
+        lang: &LangTag,
+        version: u64,
+    ) -> Reg {
+        let lifetime = match old.filter(|o| o.expires > now) {
+            Some(o) => o.remaining(now),
+            None if r.entry.lifetime > 0 => r.entry.lifetime,
+            None => u16::MAX,
+        };
+        Reg {
+            url: r.entry.url.clone(),
+            lang: lang.clone(),
+            service_type: old.map_or_else(
+                || {
+                    slp::url::url_service_type(&r.entry.url)
+                        .and_then(|t| ServiceType::parse(t).ok())
+                        .unwrap_or_else(ServiceType::directory_agent)
+                },
+                |o| o.service_type.clone(),
+            ),
+            scopes: r.scopes.clone(),
+            attrs: AttrList::default(),
+            lifetime,
+            expires: now + Duration::from_secs(u64::from(lifetime)),
+            version,
+            accept: None,
+            deleted: true,
+            updated: now,
+        }
+    }
+
+    fn on_fwded_reg(&mut self, now: Instant, req: &Req, r: SrvReg, f: MeshFwd) {
+        if self.peer_of(req.src).is_none() || !self.cfg.mesh {
+            self.count("drop.mda.fwded_not_from_peer");
+            return;
+        }
+        self.note_summary(&f.accept);
+        if !r.scopes.intersects(&self.cfg.scopes) || r.entry.lifetime == 0 {
+            self.count("drop.mda.fwded_out_of_scope");
+            return;
+        }
+        let key = Key::new(&r.entry.url, &req.header.lang);
+        let old = self.store.get(&key).cloned();
+        if self.resolve(old.as_ref(), &f) == Apply::Stale {
+            return;
+        }
+        if old.is_none() && self.store.len() >= self.cfg.max_registrations {
+            self.count("drop.mda.table_full");
+            return;
+        }
+        let reg = Reg {
+            url: r.entry.url,
+            lang: req.header.lang.clone(),
+            service_type: r.service_type,
+            scopes: r.scopes,
+            attrs: r.attrs,
+            lifetime: r.entry.lifetime,
+            expires: now + Duration::from_secs(u64::from(r.entry.lifetime)),
+            version: f.version,
+            accept: Some(f.accept),
+            deleted: false,
+            updated: now,
+        };
+        self.commit(key, reg);
+        self.count("mda.fwded_installed");
+    }
+
+    fn on_fwded_dereg(&mut self, now: Instant, req: &Req, r: SrvDeReg, f: MeshFwd) {
+        if self.peer_of(req.src).is_none() || !self.cfg.mesh {
+            self.count("drop.mda.fwded_not_from_peer");
+            return;
+        }
+        self.note_summary(&f.accept);
+        if !r.scopes.intersects(&self.cfg.scopes) {
+            self.count("drop.mda.fwded_out_of_scope");
+            return;
+        }
+        let key = Key::new(&r.entry.url, &req.header.lang);
+        let old = self.store.get(&key).cloned();
+        if self.resolve(old.as_ref(), &f) == Apply::Stale {
+            return;
+        }
+        if old.is_none() && self.store.len() >= self.cfg.max_registrations {
+            self.count("drop.mda.table_full");
+            return;
+        }
+        let mut tomb = self.tombstone(now, old.as_ref(), &r, &req.header.lang, f.version);
+        if old.is_some() && r.entry.lifetime > 0 {
+            tomb.lifetime = r.entry.lifetime;
+            tomb.expires = now + Duration::from_secs(u64::from(r.entry.lifetime));
+        }
+        tomb.accept = Some(f.accept);
+        self.commit(key, tomb);
+        self.count("mda.fwded_installed");
+    }
+
+    /// Version resolution (RFC 3528 §4.2): a mesh update installs only over
+    /// an older version.
+    fn resolve(&mut self, old: Option<&Reg>, f: &MeshFwd) -> Apply {
+        if old.is_some_and(|o| o.version >= f.version) {
+            self.count("mda.stale_update");
+            return Apply::Stale;
+        }
+        Apply::Installed
+    }
+
+    fn commit(&mut self, key: Key, reg: Reg) {
+        self.events
+            .push_back(Event::Persist(Record::State(StateRecord::of(
+                &reg, self.clock,
+            ))));
+        self.store.put(key, reg);
+    }
+
+    /// A fresh accept ID: strictly after every earlier one, even if the
+    /// clock stepped back (RFC 3528 §1.2, SPEC §4).
+    fn next_accept(&mut self, now: Instant) -> AcceptId {
+        let ts = self.clock.slp_us(now).max(self.accept_hwm + 1);
+        self.accept_hwm = ts;
+        let id = AcceptId {
+            timestamp: ts,
+            da_url: self.url_string(),
+        };
+        self.note_summary(&id);
+        id
+    }
+
+    fn note_summary(&mut self, a: &AcceptId) {
+        if a.timestamp == 0 || a.da_url.is_empty() {
+            return;
+        }
+        let e = self
+            .summary
+            .entry(a.da_url.as_str().to_owned())
+            .or_insert(0);
+        *e = (*e).max(a.timestamp);
+    }
+
+    /// Direct forwarding (RFC 3528 §4.8): one hop, to every synced peer
+    /// connection whose peer shares a scope with the registration.
+    fn forward(&mut self, now: Instant, key: &Key) {
+        let Some(reg) = self.store.get(key) else {
+            return;
+        };
+        let Some(msg) = self.state_message(now, reg) else {
+            return;
+        };
+        let bytes = msg.to_bytes();
+        let targets: Vec<ConnId> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.synced && !c.closing)
+            .filter(|(_, c)| {
+                c.peer
+                    .as_ref()
+                    .and_then(|u| self.peers.get(u))
+                    .is_some_and(|p| p.scopes.intersects(&reg.scopes))
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for id in targets {
+            self.transmits.push_back(Transmit::Tcp {
+                conn: id,
+                bytes: bytes.clone(),
+            });
+            self.count("mda.forwarded");
+        }
+    }
+
+    /// A state as the Fwded SrvReg or SrvDeReg that propagates it.
+    fn state_message(&self, now: Instant, reg: &Reg) -> Option<Message> {
+        let accept = reg.accept.clone()?;
+        let life = reg.remaining(now).max(1);
+        let mut header = Header::new(0, reg.lang.clone());
+        let body = if reg.deleted {
+            Body::SrvDeReg(SrvDeReg {
+                scopes: reg.scopes.clone(),
+                entry: UrlEntry::new(life, reg.url.clone()),
+                tags: slp::TagList::default(),
+            })
+        } else {
+            header.flags.fresh = true;
+            Body::SrvReg(SrvReg {
+                entry: UrlEntry::new(life, reg.url.clone()),
+                service_type: reg.service_type.clone(),
+                scopes: reg.scopes.clone(),
+                attrs: reg.attrs.clone(),
+                attr_auths: List::default(),
+            })
+        };
+        let ext = Extension::MeshFwd(MeshFwd {
+            fwd: FwdId::Fwded,
+            version: reg.version,
+            accept,
+        });
+        Message::new(header, body, vec![ext]).ok()
+    }
+
+    // ---- mesh ---------------------------------------------------------
+
+    fn on_anti_entropy(&mut self, now: Instant, req: &Req, r: &AntiEtrpRqst) {
+        let Src::Tcp(conn) = req.src else {
+            self.count("drop.mda.anti_entropy_over_udp");
+            return;
+        };
+        let Some(peer) = self.peer_of(req.src) else {
+            self.count("drop.mda.anti_entropy_not_peer");
+            return self.ack(req, ErrorCode::MsgNotSupported);
+        };
+        let peer_scopes = self
+            .peers
+            .get(&peer)
+            .map_or_else(ScopeList::default, |p| p.scopes.clone());
+        let listed = |url: &str| {
+            r.accept_ids
+                .iter()
+                .find(|a| a.da_url.as_str() == url)
+                .map(|a| a.timestamp)
+        };
+        let mut states: Vec<&Reg> = self
+            .store
+            .iter()
+            .map(|(_, r)| r)
+            .filter(|reg| reg.expires > now && reg.scopes.intersects(&peer_scopes))
+            .filter(|reg| {
+                let Some(a) = &reg.accept else { return false };
+                match (listed(&a.da_url), r.kind) {
+                    (Some(t), _) => a.timestamp > t,
+                    (None, AntiEntropyType::Complete) => true,
+                    (None, _) => false,
+                }
+            })
+            .collect();
+        // RFC 3528 §4.7: increasing accept-ID order.
+        states.sort_by(|a, b| a.accept.cmp(&b.accept).then(a.url.cmp(&b.url)));
+        let msgs: Vec<Vec<u8>> = states
+            .iter()
+            .filter_map(|reg| self.state_message(now, reg))
+            .map(|m| m.to_bytes())
+            .collect();
+        let n = msgs.len() as u64;
+        for bytes in msgs {
+            self.transmits.push_back(Transmit::Tcp { conn, bytes });
+        }
+        self.count_n("mda.anti_entropy_sent", n);
+        self.count("mda.anti_entropy_answered");
+        // The SrvAck closes it (RFC 3528 §4.9: MUST reply to an AntiEtrpRqst).
+        self.ack(req, ErrorCode::Ok);
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.synced = true;
+        }
+    }
+
+    fn on_da_advert(&mut self, now: Instant, req: &Req, a: DaAdvert) {
+        if a.url.as_str() == self.cfg.url {
+            return;
+        }
+        let on_conn = match req.src {
+            Src::Tcp(c) => Some(c),
+            Src::Udp { .. } => None,
+        };
+        let url = a.url.as_str().to_owned();
+        if a.boot_timestamp == 0 {
+            // RFC 3528 §3.5: the peer is going down.
+            self.count("mda.peer_shutdown");
+            self.peers.remove(&url);
+            let ids: Vec<ConnId> = self
+                .conns
+                .iter()
+                .filter(|(_, c)| c.peer.as_deref() == Some(url.as_str()))
+                .map(|(id, _)| *id)
+                .collect();
+            for id in ids {
+                self.close_conn(now, id);
+            }
+            return;
+        }
+        let mesh_peer = self.cfg.mesh
+            && a.attrs.is_mesh_enhanced()
+            && a.scopes.intersects(&self.cfg.scopes)
+            && a.error.is_ok();
+        if !mesh_peer {
+            self.count("mda.advert_ignored");
+            return;
+        }
+        // Which connection is it on, and is it the connection's own peer?
+        if let Some(conn) = on_conn {
+            let Some(c) = self.conns.get(&conn) else {
+                return;
+            };
+            match &c.peer {
+                Some(p) if *p == url => {
+                    if let Some(c) = self.conns.get_mut(&conn) {
+                        c.last_heard = now;
+                    }
+                    self.learn(now, &a, None);
+                    self.count("mda.keepalive_heard");
+                    return;
+                }
+                Some(_) => {
+                    // A forwarded peer's DAAdvert (RFC 3528 §3.3).
+                    self.count("mda.advert_forwarded_in");
+                    self.learn(now, &a, None);
+                    self.maybe_connect(now, &url);
+                    return;
+                }
+                None => {}
+            }
+            let remote = c.remote.addr;
+            self.identify(now, conn, &a, remote);
+            return;
+        }
+        self.count("mda.advert_heard");
+        self.learn(now, &a, None);
+        self.maybe_connect(now, &url);
+    }
+
+    /// The first DAAdvert on a connection names its peer (RFC 3528 §3.2).
+    fn identify(&mut self, now: Instant, conn: ConnId, a: &DaAdvert, remote: IpAddress) {
+        let url = a.url.as_str().to_owned();
+        let already = self.active_peers();
+        if !already.contains(&url) && already.len() >= self.cfg.max_peers {
+            self.count("drop.mda.peer_limit");
+            self.close_conn(now, conn);
+            return;
+        }
+        self.learn(now, a, Some(remote));
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        c.peer = Some(url.clone());
+        c.last_heard = now;
+        c.next_keepalive = now + self.cfg.keepalive;
+        let initiated = c.initiated;
+        if !initiated {
+            // Our DAAdvert answers theirs on a connection they opened.
+            let adv = self.own_advert(0, LangTag::en());
+            self.send_tcp(conn, &adv);
+        }
+        self.count("mda.peer_identified");
+        if !already.contains(&url) {
+            self.events.push_back(Event::PeerUp(url.clone()));
+        }
+        // Duplicate pair (RFC 3528 §3.2, SPEC §4): the side with the lower
+        // address closes the connection it initiated.
+        if !initiated && self.lower_than(remote) {
+            let mine: Vec<ConnId> = self
+                .conns
+                .iter()
+                .filter(|(id, c)| **id != conn && c.initiated && self.conn_is_to(c, &url, remote))
+                .map(|(id, _)| *id)
+                .collect();
+            for id in mine {
+                self.count("mda.duplicate_closed");
+                self.close_conn(now, id);
+            }
+        }
+        self.send_peer_adverts(now, conn, &url);
+        self.send_anti_entropy_rqst(conn);
+    }
+
+    fn conn_is_to(&self, c: &Conn, url: &str, remote: IpAddress) -> bool {
+        c.peer.as_deref() == Some(url) || (c.peer.is_none() && c.remote.addr == remote)
+    }
+
+    fn lower_than(&self, remote: IpAddress) -> bool {
+        self.cfg
+            .addrs
+            .first()
+            .is_some_and(|me| addr_key(*me) < addr_key(remote))
+    }
+
+    /// Tell the peer at `conn` about our other peers it shares scopes with
+    /// (RFC 3528 §3.3): active peers, and accept DAs of states we hold.
+    fn send_peer_adverts(&mut self, _now: Instant, conn: ConnId, to: &str) {
+        let Some(target) = self.peers.get(to).map(|p| p.scopes.clone()) else {
+            return;
+        };
+        let active = self.active_peers();
+        let accept_das: Vec<String> = self.summary.keys().cloned().collect();
+        let adverts: Vec<DaAdvert> = self
+            .peers
+            .iter()
+            .filter(|(u, p)| {
+                u.as_str() != to
+                    && p.scopes.intersects(&target)
+                    && (active.contains(u) || accept_das.contains(u))
+            })
+            .map(|(_, p)| p.advert.clone())
+            .collect();
+        for a in adverts {
+            if let Ok(m) = Message::new(Header::new(0, LangTag::en()), Body::DaAdvert(a), vec![]) {
+                self.send_tcp(conn, &m);
+                self.count("mda.advert_forwarded_out");
+            }
+        }
+    }
+
+    fn send_anti_entropy_rqst(&mut self, conn: ConnId) {
+        let ids: Vec<AcceptId> = self
+            .summary
+            .iter()
+            .filter_map(|(u, t)| {
+                Some(AcceptId {
+                    timestamp: *t,
+                    da_url: SlpString::new(u.clone()).ok()?,
+                })
+            })
+            .collect();
+        let xid = self.next_xid();
+        let body = Body::AntiEtrpRqst(AntiEtrpRqst {
+            kind: AntiEntropyType::Complete,
+            accept_ids: List::new(ids).unwrap_or_default(),
+        });
+        if let Ok(m) = Message::new(Header::new(xid, LangTag::en()), body, vec![]) {
+            self.send_tcp(conn, &m);
+            self.count("mda.anti_entropy_requested");
+        }
+    }
+
+    /// Remember a peer from its DAAdvert.
+    fn learn(&mut self, now: Instant, a: &DaAdvert, remote: Option<IpAddress>) {
+        let url = a.url.as_str().to_owned();
+        let addr = remote.or_else(|| url_addr(&url));
+        let Some(addr) = addr else {
+            self.count("drop.mda.advert_bad_url");
+            return;
+        };
+        let is_new = !self.peers.contains_key(&url);
+        if is_new && self.peers.len() >= self.cfg.max_peers.saturating_mul(4) {
+            self.count("drop.mda.peer_table_full");
+            return;
+        }
+        let next_retry = self
+            .peers
+            .get(&url)
+            .map_or(now + self.cfg.peer_retry, |p| p.next_retry);
+        self.peers.insert(
+            url,
+            Peer {
+                addr,
+                scopes: a.scopes.clone(),
+                advert: a.clone(),
+                next_retry,
+            },
+        );
+        // A static peer is known now; retries go through the peer table.
+        self.static_retry.retain(|(s, _)| *s != addr);
+    }
+
+    /// Connect to a known peer unless a connection to it exists.
+    fn maybe_connect(&mut self, now: Instant, url: &str) {
+        let Some(p) = self.peers.get(url) else {
+            return;
+        };
+        let addr = p.addr;
+        let exists = self
+            .conns
+            .values()
+            .any(|c| c.peer.as_deref() == Some(url) || (c.initiated && c.remote.addr == addr));
+        if exists {
+            return;
+        }
+        if self.active_peers().len() >= self.cfg.max_peers {
+            self.count("drop.mda.peer_limit");
+            return;
+        }
+        if self.conns.len() >= self.cfg.max_connections {
+            self.count("drop.mda.conn_limit");
+            return;
+        }
+        let id = self.alloc_conn();
+        let to = IpEndpoint::new(addr, slp::PORT);
+        self.conns.insert(
+            id,
+            Conn {
+                remote: to,
+                initiated: true,
+                established: false,
+                peer: None,
+                last_heard: now,
+                next_keepalive: now + self.cfg.keepalive,
+                synced: false,
+                closing: false,
+            },
+        );
+        self.events.push_back(Event::Connect { conn: id, to });
+        self.count("mda.connect");
+    }
+
+    /// Ask unpeered known peers (static or learned) for their DAAdvert.
+    fn retry_peers(&mut self, now: Instant) {
+        let active = self.active_peers();
+        let mut asks: Vec<IpAddress> = Vec::new();
+        for (addr, at) in &mut self.static_retry {
+            if now >= *at {
+                *at = now + self.cfg.peer_retry;
+                asks.push(*addr);
+            }
+        }
+        for (url, p) in &mut self.peers {
+            if now >= p.next_retry {
+                p.next_retry = now + self.cfg.peer_retry;
+                if !active.contains(url) {
+                    asks.push(p.addr);
+                }
+            }
+        }
+        for addr in asks {
+            let xid = self.next_xid();
+            let body = Body::SrvRqst(SrvRqst {
+                pr_list: SlpString::default(),
+                service_type: ServiceType::directory_agent(),
+                scopes: self.cfg.scopes.clone(),
+                predicate: slp::Predicate::default(),
+                spi: SlpString::default(),
+            });
+            if let Ok(m) = Message::new(Header::new(xid, LangTag::en()), body, vec![]) {
+                self.transmits.push_back(Transmit::Udp {
+                    to: IpEndpoint::new(addr, slp::PORT),
+                    bytes: m.to_bytes(),
+                    reply: false,
+                });
+                self.count("mda.peer_probe");
+            }
+        }
+    }
+
+    fn close_conn(&mut self, now: Instant, id: ConnId) {
+        let Some(c) = self.conns.remove(&id) else {
+            return;
+        };
+        self.events.push_back(Event::Close(id));
+        self.after_close(now, c);
+    }
+
+    fn after_close(&mut self, now: Instant, c: Conn) {
+        let Some(url) = c.peer else {
+            return;
+        };
+        let others: Vec<ConnId> = self
+            .conns
+            .iter()
+            .filter(|(_, o)| o.peer.as_deref() == Some(url.as_str()))
+            .map(|(id, _)| *id)
+            .collect();
+        if others.is_empty() {
+            self.count("mda.peer_down");
+            self.events.push_back(Event::PeerDown(url.clone()));
+            if let Some(p) = self.peers.get_mut(&url) {
+                p.next_retry = now + self.cfg.peer_retry;
+            }
+        } else {
+            // What went over the closed twin may be lost: sync again.
+            for id in others {
+                self.send_anti_entropy_rqst(id);
+            }
+        }
+    }
+
+    // ---- replies and adverts -----------------------------------------
+
+    fn advert_attrs(&self) -> AttrList {
+        let mut attrs = self.cfg.attrs.attributes().to_vec();
+        if self.cfg.mesh && !self.cfg.attrs.is_mesh_enhanced() {
+            if let Ok(k) = Attribute::keyword(slp::attr::MESH_ENHANCED) {
+                attrs.push(k);
+            }
+        }
+        if self.cfg.min_refresh_s > 0 {
+            let v = i32::try_from(self.cfg.min_refresh_s).unwrap_or(i32::MAX);
+            if let Ok(a) =
+                Attribute::new(slp::attr::MIN_REFRESH_INTERVAL, vec![AttrValue::Integer(v)])
+            {
+                attrs.push(a);
+            }
+        }
+        AttrList::new(attrs).unwrap_or_default()
+    }
+
+    fn own_advert_body(&self) -> Body {
+        Body::DaAdvert(DaAdvert {
+            error: ErrorCode::Ok,
+            boot_timestamp: self.boot_ts,
+            url: self.url_string(),
+            scopes: self.cfg.scopes.clone(),
+            attrs: self.advert_attrs(),
+            spi_list: SlpString::default(),
+            auths: List::default(),
+        })
+    }
+
+    fn own_advert(&self, xid: u16, lang: LangTag) -> Message {
+        let body = self.own_advert_body();
+        Message::new(Header::new(xid, lang), body.clone(), vec![])
+            .or_else(|_| Message::new(Header::new(xid, LangTag::en()), body, vec![]))
+            .unwrap_or_else(|_| {
+                // NOTE(unwrap): an empty SrvAck always encodes.
+                Message::new(Header::default(), Body::SrvAck(SrvAck::default()), vec![]).unwrap()
+            })
+    }
+
+    fn send_unsolicited_advert(&mut self, _now: Instant) {
+        let bytes = self.own_advert(0, LangTag::en()).to_bytes();
+        let mut dests: Vec<IpEndpoint> = Vec::new();
+        if self
+            .cfg
+            .addrs
+            .iter()
+            .any(|a| matches!(a, IpAddress::Ipv4(_)))
+        {
+            let [a, b, c, d] = slp::MCAST_V4;
+            dests.push(IpEndpoint::new(
+                Ipv4Address::new(a, b, c, d).into(),
+                slp::PORT,
+            ));
+        }
+        if self
+            .cfg
+            .addrs
+            .iter()
+            .any(|a| matches!(a, IpAddress::Ipv6(_)))
+        {
+            dests.push(IpEndpoint::new(MCAST_V6_DA.into(), slp::PORT));
+        }
+        if self.cfg.mesh {
+            for p in &self.cfg.peers {
+                dests.push(IpEndpoint::new(*p, slp::PORT));
+            }
+        }
+        for to in dests {
+            self.transmits.push_back(Transmit::Udp {
+                to,
+                bytes: bytes.clone(),
+                reply: false,
+            });
+        }
+        self.count("mda.advert_sent");
+    }
+
+    fn error(&mut self, req: &Req, code: ErrorCode) {
+        self.count(error_counter(code));
+        if req.src.is_mcast() {
+            return; // RFC 2608 §7: errors only for unicast requests.
+        }
+        let body = match req.function {
+            FunctionId::SrvRqst => Body::SrvRply(SrvRply {
+                error: code,
+                ..SrvRply::default()
+            }),
+            FunctionId::AttrRqst => Body::AttrRply(AttrRply {
+                error: code,
+                ..AttrRply::default()
+            }),
+            FunctionId::SrvTypeRqst => Body::SrvTypeRply(SrvTypeRply {
+                error: code,
+                ..SrvTypeRply::default()
+            }),
+            _ => Body::SrvAck(SrvAck { error: code }),
+        };
+        self.reply(req, body);
+    }
+
+    fn ack(&mut self, req: &Req, code: ErrorCode) {
+        self.reply(req, Body::SrvAck(SrvAck { error: code }));
+    }
+
+    fn nack(&mut self, req: &Req, code: ErrorCode, reason: &'static str) {
+        self.count(match reason {
+            "reg_scope" => "drop.mda.reg_scope",
+            "reg_zero_lifetime" => "drop.mda.reg_zero_lifetime",
+            "meshfwd_incremental" => "drop.mda.meshfwd_incremental",
+            "incremental_unknown" => "drop.mda.incremental_unknown",
+            "incremental_type" => "drop.mda.incremental_type",
+            "incremental_scope" => "drop.mda.incremental_scope",
+            "refresh_rejected" => "drop.mda.refresh_rejected",
+            "table_full" => "drop.mda.table_full",
+            "dereg_scope" => "drop.mda.dereg_scope",
+            "dereg_scope_mismatch" => "drop.mda.dereg_scope_mismatch",
+            "meshfwd_partial_dereg" => "drop.mda.meshfwd_partial_dereg",
+            "bad_fwd_id" => "drop.mda.bad_fwd_id",
+            _ => "drop.mda.refused",
+        });
+        self.ack(req, code);
+    }
+
+    /// Send a reply to `req`'s source. Over UDP the reply is held to the
+    /// amplification budget: at most `max_datagram` octets and at most the
+    /// request's length × `amplification_factor` (CVE-2023-29552); a longer
+    /// one is truncated to whole entries with OVERFLOW set (RFC 2608 §7).
+    fn reply(&mut self, req: &Req, body: Body) {
+        let mut header = Header::new(req.header.xid, req.header.lang.clone());
+        let Src::Udp { from, .. } = req.src else {
+            if let Src::Tcp(conn) = req.src {
+                if let Ok(m) = Message::new(header, body, vec![]) {
+                    self.send_tcp(conn, &m);
+                }
+            }
+            return;
+        };
+        let budget = self
+            .cfg
+            .max_datagram
+            .min(req.len.saturating_mul(self.cfg.amplification_factor.max(1)));
+        let Ok(mut m) = Message::new(header.clone(), body, vec![]) else {
+            self.count("drop.mda.reply_unencodable");
+            return;
+        };
+        if m.buffer_len() > budget {
+            header.flags.overflow = true;
+            let (_, body, _) = m.into_parts();
+            let Some(cut) = truncate(header.clone(), body, budget) else {
+                self.count("drop.mda.reply_over_budget");
+                return;
+            };
+            self.count("mda.reply_truncated");
+            m = cut;
+        }
+        self.transmits.push_back(Transmit::Udp {
+            to: from,
+            bytes: m.to_bytes(),
+            reply: true,
+        });
+    }
+
+    fn send_tcp(&mut self, conn: ConnId, m: &Message) {
+        self.transmits.push_back(Transmit::Tcp {
+            conn,
+            bytes: m.to_bytes(),
+        });
+    }
+
+    // ---- small helpers ------------------------------------------------
+
+    fn peer_of(&self, src: Src) -> Option<String> {
+        match src {
+            Src::Tcp(c) => self.conns.get(&c).and_then(|c| c.peer.clone()),
+            Src::Udp { .. } => None,
+        }
+    }
+
+    fn in_pr_list(&self, pr: &str) -> bool {
+        pr.split(',').any(|a| {
+            a.trim()
+                .parse::<IpAddr>()
+                .is_ok_and(|ip| self.cfg.addrs.contains(&IpAddress::from(ip)))
+        })
+    }
+
+    fn url_string(&self) -> SlpString {
+        SlpString::new(self.cfg.url.clone()).unwrap_or_default()
+    }
+
+    fn alloc_conn(&mut self) -> ConnId {
+        let id = ConnId(self.next_conn);
+        self.next_conn += 1;
+        id
+    }
+
+    fn next_xid(&mut self) -> u16 {
+        self.xid = self.xid.wrapping_add(1);
+        if self.xid == 0 {
+            self.xid = 1;
+        }
+        self.xid
+    }
+
+    fn count(&mut self, name: &'static str) {
+        self.count_n(name, 1);
+    }
+
+    fn count_n(&mut self, name: &'static str, n: u64) {
+        if n == 0 {
+            return;
+        }
+        *self.counters.entry(name).or_insert(0) += n;
+        *self.fresh_counts.entry(name).or_insert(0) += n;
+    }
+}
+
+/// The request being answered.
+#[derive(Debug)]
+struct Req {
+    src: Src,
+    function: FunctionId,
+    header: Header,
+    len: usize,
+}
+
+/// A reply cut to `budget` octets: whole entries dropped from the end.
+fn truncate(header: Header, body: Body, budget: usize) -> Option<Message> {
+    let fits = |b: &Body| {
+        Message::new(header.clone(), b.clone(), vec![])
+            .ok()
+            .filter(|m| m.buffer_len() <= budget)
+    };
+    match body {
+        Body::SrvRply(r) => {
+            let mut entries = r.entries.into_vec();
+            loop {
+                let b = Body::SrvRply(SrvRply {
+                    error: r.error,
+                    entries: list(entries.clone()),
+                });
+                if let Some(m) = fits(&b) {
+                    return Some(m);
+                }
+                entries.pop()?;
+            }
+        }
+        Body::AttrRply(r) => {
+            let mut attrs = r.attrs.attributes().to_vec();
+            loop {
+                let b = Body::AttrRply(AttrRply {
+                    error: r.error,
+                    attrs: AttrList::new(attrs.clone()).ok()?,
+                    auths: List::default(),
+                });
+                if let Some(m) = fits(&b) {
+                    return Some(m);
+                }
+                attrs.pop()?;
+            }
+        }
+        Body::SrvTypeRply(r) => {
+            let mut types = r.types.types().to_vec();
+            loop {
+                let b = Body::SrvTypeRply(SrvTypeRply {
+                    error: r.error,
+                    types: ServiceTypeList::new(types.clone()).ok()?,
+                });
+                if let Some(m) = fits(&b) {
+                    return Some(m);
+                }
+                types.pop()?;
+            }
+        }
+        Body::DaAdvert(mut a) => {
+            a.attrs = AttrList::default();
+            fits(&Body::DaAdvert(a))
+        }
+        other => fits(&other),
+    }
+}
+
+fn list<T, const MAX: usize>(mut v: Vec<T>) -> List<T, MAX> {
+    v.truncate(MAX);
+    // NOTE(unwrap): truncated to MAX just above.
+    List::new(v).unwrap()
+}
+
+/// The host of a `service:directory-agent://<host>[:port]` URL.
+fn url_addr(url: &str) -> Option<IpAddress> {
+    let rest = url.split_once("://")?.1;
+    let host = rest.split('/').next()?;
+    let host = if let Some(h) = host.strip_prefix('[') {
+        h.split(']').next()?
+    } else {
+        match host.rsplit_once(':') {
+            Some((h, p)) if !h.contains(':') && p.bytes().all(|b| b.is_ascii_digit()) => h,
+            _ => host,
+        }
+    };
+    host.parse::<IpAddr>().ok().map(IpAddress::from)
+}
+
+/// Addresses ordered numerically, IPv4 below IPv6.
+fn addr_key(a: IpAddress) -> (u8, [u8; 16]) {
+    match a {
+        IpAddress::Ipv4(v4) => {
+            let mut b = [0; 16];
+            b[..4].copy_from_slice(&v4.octets());
+            (4, b)
+        }
+        IpAddress::Ipv6(v6) => (6, v6.octets()),
+    }
+}
+
+fn splitmix(s: &mut u64) -> u64 {
+    *s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *s;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+fn parse_reason(e: slp::ParseError) -> &'static str {
+    use slp::ParseError as P;
+    match e {
+        P::Truncated => "drop.mda.parse_truncated",
+        P::TrailingBytes => "drop.mda.parse_trailing",
+        P::BadLength | P::Length { .. } => "drop.mda.parse_length",
+        P::Version(_) => "drop.mda.parse_version",
+        P::Function(_) => "drop.mda.parse_function",
+        P::ReservedFlags(_) => "drop.mda.parse_flags",
+        P::LanguageTag => "drop.mda.parse_lang",
+        P::Utf8 => "drop.mda.parse_utf8",
+        P::Syntax(_) => "drop.mda.parse_syntax",
+        P::InvalidRegistration(_) => "drop.mda.invalid_registration",
+        P::ExtensionOffset => "drop.mda.parse_extension",
+        P::OptionNotUnderstood(_) => "drop.mda.option_not_understood",
+    }
+}
+
+fn error_counter(code: ErrorCode) -> &'static str {
+    match code {
+        ErrorCode::ScopeNotSupported => "drop.mda.scope_not_supported",
+        ErrorCode::LanguageNotSupported => "drop.mda.language_not_supported",
+        ErrorCode::AuthenticationUnknown => "drop.mda.authentication_unknown",
+        ErrorCode::ParseError => "drop.mda.parse_error",
+        _ => "drop.mda.error_reply",
+    }
+}
