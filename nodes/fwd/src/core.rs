@@ -622,9 +622,8 @@ impl FwdCore {
     }
 }
 
-/// An Ethernet frame carrying a GFF packet: IPv6 with source ‖ destination
-/// = `path`, next header 253, then the GFF header and `payload` (cut at
-/// 65 535 − 34 octets, the most an IPv6 payload length can say).
+/// An Ethernet frame carrying a GFF packet; see
+/// [`gff::ethernet_frame`](svcroute_stack::wire::gff::ethernet_frame).
 pub fn gff_frame(
     dst: EthernetAddress,
     src: EthernetAddress,
@@ -633,25 +632,7 @@ pub fn gff_frame(
     hop_limit: u8,
     payload: &[u8],
 ) -> Vec<u8> {
-    let payload = &payload[..payload.len().min(usize::from(u16::MAX) - gff::HEADER_LEN)];
-    let gff_len = gff::HEADER_LEN + payload.len();
-    let mut f = Vec::with_capacity(GFF_AT + gff_len);
-    f.extend_from_slice(&dst.0);
-    f.extend_from_slice(&src.0);
-    f.extend_from_slice(&ETHERTYPE_IPV6.to_be_bytes());
-    f.extend_from_slice(&[0x60, 0, 0, 0]);
-    // At most u16::MAX: the payload was cut above.
-    f.extend_from_slice(&(gff_len as u16).to_be_bytes());
-    f.extend_from_slice(&[gff::NEXT_HEADER, hop_limit]);
-    f.extend_from_slice(path.as_bytes());
-    f.resize(GFF_AT + gff::HEADER_LEN, 0);
-    let repr = gff::Repr {
-        msg_type,
-        path_id: path,
-    };
-    repr.emit(&mut gff::Packet::new_unchecked(&mut f[GFF_AT..]));
-    f.extend_from_slice(payload);
-    f
+    gff::ethernet_frame(dst, src, path, msg_type, hop_limit, payload)
 }
 
 #[cfg(test)]

@@ -122,7 +122,7 @@ pub fn frame(mac: EthernetAddress, t: &Transmit) -> Vec<u8> {
     )
 }
 
-/// An Ethernet + IPv6 + GFF frame (SPEC §1.1) with `payload`.
+/// An Ethernet + IPv6 + GFF frame (SPEC §1.1) with `payload`, hop limit 64.
 pub fn gff_frame(
     src: EthernetAddress,
     dst: EthernetAddress,
@@ -130,29 +130,7 @@ pub fn gff_frame(
     msg_type: gff::MessageType,
     payload: &[u8],
 ) -> Vec<u8> {
-    let repr = gff::Repr {
-        msg_type,
-        path_id: path,
-    };
-    let gff_len = repr.buffer_len() + payload.len();
-    let mut f = vec![0; ETH_LEN + IPV6_LEN + gff_len];
-    f[0..6].copy_from_slice(dst.as_bytes());
-    f[6..12].copy_from_slice(src.as_bytes());
-    f[12..14].copy_from_slice(&ETHERTYPE_IPV6);
-    let ip = &mut f[ETH_LEN..ETH_LEN + IPV6_LEN];
-    ip[0] = 0x60;
-    // GFF packets are small: payloads are NR messages.
-    let plen = u16::try_from(gff_len).unwrap_or(u16::MAX);
-    ip[4..6].copy_from_slice(&plen.to_be_bytes());
-    ip[6] = gff::NEXT_HEADER;
-    ip[7] = gff::HOP_LIMIT;
-    let (s, d) = path.to_addrs();
-    ip[8..24].copy_from_slice(&s.octets());
-    ip[24..40].copy_from_slice(&d.octets());
-    let body = &mut f[ETH_LEN + IPV6_LEN..];
-    repr.emit(&mut gff::Packet::new_unchecked(&mut *body));
-    body[repr.buffer_len()..].copy_from_slice(payload);
-    f
+    gff::ethernet_frame(dst, src, path, msg_type, gff::HOP_LIMIT, payload)
 }
 
 /// The registration table as JSON (ctl `names`, REST `GET /names`).

@@ -431,6 +431,42 @@ impl Repr {
     }
 }
 
+/// Octets of the Ethernet and IPv6 headers before a GFF header.
+pub const GFF_OFFSET: usize = 14 + 40;
+
+/// An Ethernet frame carrying a GFF packet (SPEC §1.1): IPv6 with source ‖
+/// destination = `path`, next header 253, then the GFF header and `payload`
+/// (cut at 65 535 − [`HEADER_LEN`] octets, the most an IPv6 payload length
+/// can say). Every GFF speaker (fwd, nr, nsff) builds its frames here.
+pub fn ethernet_frame(
+    dst: smoltcp::wire::EthernetAddress,
+    src: smoltcp::wire::EthernetAddress,
+    path: PathId,
+    msg_type: MessageType,
+    hop_limit: u8,
+    payload: &[u8],
+) -> Vec<u8> {
+    let payload = &payload[..payload.len().min(usize::from(u16::MAX) - HEADER_LEN)];
+    let gff_len = HEADER_LEN + payload.len();
+    let mut f = Vec::with_capacity(GFF_OFFSET + gff_len);
+    f.extend_from_slice(&dst.0);
+    f.extend_from_slice(&src.0);
+    f.extend_from_slice(&[0x86, 0xdd]);
+    f.extend_from_slice(&[0x60, 0, 0, 0]);
+    // At most u16::MAX: the payload was cut above.
+    f.extend_from_slice(&(gff_len as u16).to_be_bytes());
+    f.extend_from_slice(&[NEXT_HEADER, hop_limit]);
+    f.extend_from_slice(path.as_bytes());
+    f.resize(GFF_OFFSET + HEADER_LEN, 0);
+    let repr = Repr {
+        msg_type,
+        path_id: path,
+    };
+    repr.emit(&mut Packet::new_unchecked(&mut f[GFF_OFFSET..]));
+    f.extend_from_slice(payload);
+    f
+}
+
 #[cfg(test)]
 mod test {
     use proptest::prelude::*;
@@ -600,5 +636,20 @@ mod test {
         fn parse_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
             crate::wire::fuzz::gff(&bytes);
         }
+    }
+
+    #[test]
+    fn ethernet_frames_carry_the_path_in_the_ipv6_addresses() {
+        let path = PathId::ZERO.with(3).with(200);
+        let mac = smoltcp::wire::EthernetAddress([2, 0, 0, 0, 0, 1]);
+        let f = ethernet_frame(mac, mac, path, MessageType::LinkHello, 7, b"hi");
+        assert_eq!(f.len(), GFF_OFFSET + HEADER_LEN + 2);
+        assert_eq!(&f[12..14], &[0x86, 0xdd]);
+        assert_eq!((f[14 + 6], f[14 + 7]), (NEXT_HEADER, 7));
+        assert_eq!(&f[14 + 8..14 + 40], path.as_bytes());
+        let p = Packet::new_checked(&f[GFF_OFFSET..]).unwrap();
+        let r = Repr::parse(&p).unwrap();
+        assert_eq!((r.msg_type, r.path_id), (MessageType::LinkHello, path));
+        assert_eq!(&f[GFF_OFFSET + HEADER_LEN..], b"hi");
     }
 }
