@@ -119,6 +119,17 @@ pub enum ConfigError {
 pub trait Persist {
     /// Make `record` durable (fsync) before returning.
     fn persist(&mut self, record: &Record) -> io::Result<()>;
+
+    /// Whether the store would like to be compacted (its log grew long).
+    fn wants_compaction(&self) -> bool {
+        false
+    }
+
+    /// Replace everything persisted so far by `snapshot`, the whole current
+    /// state (durably, before returning).
+    fn compact(&mut self, _snapshot: &[Record]) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 /// An in-memory [`Persist`] for tests: the records, shared.
@@ -439,6 +450,20 @@ impl Mda {
                         log::error!("{}: persisting failed, failing stop: {err}", self.name);
                         cx.stats.bump("mda.persist_failed");
                         self.failed = true;
+                    } else if self.persist.wants_compaction() {
+                        // Everything persisted so far is in the state; the
+                        // snapshot replaces the log durably.
+                        match self.persist.compact(&core.snapshot()) {
+                            Ok(()) => cx.stats.bump("mda.compactions"),
+                            Err(err) => {
+                                log::error!(
+                                    "{}: compaction failed, failing stop: {err}",
+                                    self.name
+                                );
+                                cx.stats.bump("mda.persist_failed");
+                                self.failed = true;
+                            }
+                        }
                     }
                 }
                 Event::Connect { conn, to } => {

@@ -23,4 +23,5 @@
 
 pub mod core;
 pub mod driver;
+pub mod store;
 pub mod wal;

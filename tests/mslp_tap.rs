@@ -1,0 +1,177 @@
+//! RFC 3528's Figure 1 over real TAPs: four MDAs (x,y), (x,y), (y,z), (z),
+//! kernel namespaces as SA and UA speaking SLPv2 with `svcroute slp`.
+//! Registrations reach exactly the MDAs that share their scope; an MDA
+//! killed with SIGKILL right after its SrvAck still has the registration
+//! when it restarts (write-ahead log); an MDA that was down while others
+//! registered catches up by anti-entropy. Needs root.
+
+mod common;
+
+use std::process::{Command, Stdio};
+
+use common::{lab_name, root_or_skip, run_bounded, wait_until, Lab, BIN};
+
+const LAB: &str = include_str!("../examples/labs/mslp.toml");
+
+/// `svcroute slp --da 10.0.0.<mda> --scopes <scopes> ARGS...` from host `from`.
+fn slp(lab: &Lab, from: &str, mda: u8, scopes: &str, args: &[&str]) -> (bool, String) {
+    let da = format!("10.0.0.{mda}");
+    let mut cmd = vec![
+        BIN,
+        "slp",
+        "--da",
+        &da,
+        "--scopes",
+        scopes,
+        "--timeout-ms",
+        "3000",
+    ];
+    cmd.extend_from_slice(args);
+    let out = lab.exec(from, 20, &cmd);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+fn register(lab: &Lab, mda: u8, scopes: &str, url: &str) {
+    let (ok, text) = slp(
+        lab,
+        "sa",
+        mda,
+        scopes,
+        &["register", url, "--lifetime", "600", "--mesh-fwd"],
+    );
+    assert!(ok, "register {url} at mda{mda}: {text}");
+}
+
+/// Whether `url` is found at `mda` in `scopes` (`None`: the MDA refused).
+fn found(lab: &Lab, mda: u8, scopes: &str, url: &str) -> Option<bool> {
+    let (ok, text) = slp(lab, "ua", mda, scopes, &["find", "service:printer"]);
+    ok.then(|| text.contains(url))
+}
+
+fn eventually_found(lab: &Lab, mda: u8, scopes: &str, url: &str) -> bool {
+    wait_until(20, || found(lab, mda, scopes, url) == Some(true))
+}
+
+fn pid_of(lab: &Lab, node: &str) -> u64 {
+    lab.ctl(node, &["ping"])["pid"].as_u64().unwrap()
+}
+
+fn kill9(pid: u64) {
+    let out = run_bounded(10, "kill", &["-KILL", &pid.to_string()]);
+    assert!(out.status.success());
+    assert!(
+        wait_until(10, || !common::alive(pid)),
+        "pid {pid} survived SIGKILL"
+    );
+}
+
+/// Start `node` again in the lab namespace, as `lab up` does, on the same
+/// node file and state directory. `lab down` stops it; the caller reaps it.
+fn restart(lab: &Lab, node: &str) -> std::process::Child {
+    let dir = lab.run_dir();
+    let log = std::fs::File::create(dir.join(format!("{node}.restart.log"))).unwrap();
+    let netns = lab.netns();
+    let child = std::os::unix::process::CommandExt::process_group(
+        Command::new("ip")
+            .args(["netns", "exec", &netns, BIN, "run", "mda", "-c"])
+            .arg(dir.join(format!("{node}.toml")))
+            .arg("--ctl")
+            .arg(dir.join(format!("{node}.sock")))
+            .arg("--state-dir")
+            .arg(dir.join(format!("{node}.state")))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log),
+        0,
+    )
+    .spawn()
+    .unwrap();
+    let child_pid = child.id();
+    let sock = lab.sock(node);
+    assert!(
+        wait_until(20, || {
+            Command::new(BIN)
+                .args(["ctl", "--json", &sock, "ping"])
+                .output()
+                .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("\"ready\": true"))
+        }),
+        "{node} did not come back (pid {child_pid})"
+    );
+    child
+}
+
+#[test]
+fn figure_1_mesh_scopes_durability_and_catch_up() {
+    if !root_or_skip() {
+        return;
+    }
+    let name = lab_name('m', 'a');
+    let text = LAB.replacen("name = \"mslp\"", &format!("name = \"{name}\""), 1);
+    let lab = Lab::up(&name, &text);
+
+    // Scope y at MDA1: MDA2 and MDA3 (y) get it; MDA4 (z only) refuses y.
+    let y = "service:printer://10.0.0.10/y1";
+    register(&lab, 1, "y", y);
+    assert!(
+        eventually_found(&lab, 2, "y", y),
+        "mda2 never got the y registration"
+    );
+    assert!(
+        eventually_found(&lab, 3, "y", y),
+        "mda3 never got the y registration"
+    );
+    assert_eq!(found(&lab, 4, "y", y), None, "mda4 does not serve scope y");
+    assert_eq!(
+        found(&lab, 4, "z", y),
+        Some(false),
+        "a y registration leaked into z"
+    );
+
+    // Scope z at MDA3: only MDA4 shares it.
+    let z = "service:printer://10.0.0.10/z1";
+    register(&lab, 3, "z", z);
+    assert!(
+        eventually_found(&lab, 4, "z", z),
+        "mda4 never got the z registration"
+    );
+    assert_eq!(found(&lab, 1, "z", z), None, "mda1 does not serve scope z");
+    assert_eq!(
+        found(&lab, 3, "y", z),
+        Some(false),
+        "a z registration leaked into y"
+    );
+
+    // SIGKILL right after the SrvAck: the registration survives the restart.
+    let x = "service:printer://10.0.0.10/x-acked";
+    let pid = pid_of(&lab, "mda2");
+    let (ok, text) = slp(&lab, "sa", 2, "x", &["register", x, "--lifetime", "600"]);
+    assert!(ok, "{text}");
+    kill9(pid);
+    let first = restart(&lab, "mda2");
+    assert_eq!(
+        found(&lab, 2, "x", x),
+        Some(true),
+        "an acknowledged registration was lost"
+    );
+
+    // MDA2 down while MDA1 accepts a registration; back up, it catches up.
+    kill9(pid_of(&lab, "mda2"));
+    let late = "service:printer://10.0.0.10/x-late";
+    register(&lab, 1, "x", late);
+    let second = restart(&lab, "mda2");
+    assert!(
+        eventually_found(&lab, 2, "x", late),
+        "mda2 did not catch up by anti-entropy"
+    );
+    assert_eq!(found(&lab, 2, "y", y), Some(true));
+
+    lab.down();
+    for mut child in [first, second] {
+        let _ = child.wait();
+    }
+}
