@@ -86,6 +86,22 @@ macro_rules! node_file {
 node_file!(HostFile, host, svcroute_host::HostConfig);
 node_file!(FwdFile, fwd, svcroute_fwd::FwdConfig);
 node_file!(NrFile, nr, svcroute_nr::NrConfig);
+node_file!(NsffFile, nsff, svcroute_nsff::NsffConfig);
+node_file!(MdaFile, mda, svcroute_mda::driver::MdaConfig);
+
+/// Check an `[mda]` section the way the node would at start, touching no
+/// disk: a directory agent with an in-memory store.
+pub(crate) fn check_mda(f: &MdaFile) -> Result<()> {
+    svcroute_mda::driver::Mda::new(
+        &f.name,
+        f.mda.clone(),
+        Box::new(svcroute_mda::driver::MemStore::default()),
+        Vec::new(),
+        0,
+    )
+    .map(drop)
+    .map_err(|e| anyhow::anyhow!("{e}"))
+}
 
 /// Read and validate a node file.
 pub(crate) fn load<F: NodeFile>(path: &Path) -> Result<F> {

@@ -22,6 +22,8 @@ use config::NodeFile;
 
 /// Default directory of node control sockets.
 pub(crate) const CTL_DIR: &str = "/run/svcroute";
+/// Default parent directory of node state (a node's write-ahead log).
+pub(crate) const STATE_DIR: &str = "/var/lib/svcroute";
 
 #[derive(Parser)]
 #[command(
@@ -53,6 +55,10 @@ enum Cmd {
         /// Control socket path [default: /run/svcroute/<name>.sock].
         #[arg(long)]
         ctl: Option<PathBuf>,
+        /// Directory of the node's durable state, for roles that keep one
+        /// (mda: its write-ahead log) [default: /var/lib/svcroute/<name>].
+        #[arg(long)]
+        state_dir: Option<PathBuf>,
     },
     /// Check a node configuration file and exit.
     Check {
@@ -93,6 +99,10 @@ enum RoleName {
     Fwd,
     /// Name Resolver of RFC 8677 name-based SFC.
     Nr,
+    /// Name-based service function forwarder of RFC 8677 (HTTP by name).
+    Nsff,
+    /// Mesh-enhanced SLPv2 directory agent (RFC 2608 + RFC 3528).
+    Mda,
 }
 
 fn main() -> ExitCode {
@@ -106,7 +116,8 @@ fn main() -> ExitCode {
             config,
             pcap,
             ctl,
-        } => run(role, &config, pcap.as_deref(), ctl),
+            state_dir,
+        } => run(role, &config, pcap.as_deref(), ctl, state_dir),
         Cmd::Check { role, config } => check(role, &config),
         Cmd::Ctl {
             node,
@@ -151,12 +162,28 @@ fn check(role: RoleName, path: &Path) -> Result<()> {
             f.nr.validate()
                 .map_err(|e| anyhow::anyhow!("{}: [nr]: {e}", path.display()))?;
         }
+        RoleName::Nsff => {
+            let f: config::NsffFile = config::load(path)?;
+            f.nsff
+                .validate()
+                .map_err(|e| anyhow::anyhow!("{}: [nsff]: {e}", path.display()))?;
+        }
+        RoleName::Mda => {
+            let f: config::MdaFile = config::load(path)?;
+            config::check_mda(&f).map_err(|e| anyhow::anyhow!("{}: [mda]: {e}", path.display()))?;
+        }
     }
     println!("{}: ok", path.display());
     Ok(())
 }
 
-fn run(role: RoleName, path: &Path, pcap: Option<&Path>, ctl: Option<PathBuf>) -> Result<()> {
+fn run(
+    role: RoleName,
+    path: &Path,
+    pcap: Option<&Path>,
+    ctl: Option<PathBuf>,
+    state_dir: Option<PathBuf>,
+) -> Result<()> {
     match role {
         RoleName::Host => {
             let f: config::HostFile = config::load(path)?;
@@ -180,6 +207,28 @@ fn run(role: RoleName, path: &Path, pcap: Option<&Path>, ctl: Option<PathBuf>) -
             let f: config::NrFile = config::load(path)?;
             let role = svcroute_nr::Nr::new(f.nr.clone())
                 .map_err(|e| anyhow::anyhow!("{}: [nr]: {e}", path.display()))?;
+            run_node(&f, role, pcap, ctl)
+        }
+        RoleName::Nsff => {
+            let f: config::NsffFile = config::load(path)?;
+            let role = svcroute_nsff::Nsff::new(f.nsff.clone())
+                .map_err(|e| anyhow::anyhow!("{}: [nsff]: {e}", path.display()))?;
+            run_node(&f, role, pcap, ctl)
+        }
+        RoleName::Mda => {
+            let f: config::MdaFile = config::load(path)?;
+            let dir = state_dir.unwrap_or_else(|| Path::new(STATE_DIR).join(&f.name));
+            let (store, records) = svcroute_mda::store::WalStore::open(&dir)
+                .with_context(|| format!("opening the write-ahead log in {}", dir.display()))?;
+            log::info!("{} records recovered from {}", records.len(), dir.display());
+            let role = svcroute_mda::driver::Mda::new(
+                &f.name,
+                f.mda.clone(),
+                Box::new(store),
+                records,
+                svcroute_mda::driver::wall_us_at_zero_now(),
+            )
+            .map_err(|e| anyhow::anyhow!("{}: [mda]: {e}", path.display()))?;
             run_node(&f, role, pcap, ctl)
         }
     }

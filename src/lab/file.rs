@@ -21,7 +21,7 @@ use crate::config;
 pub(crate) const DEFAULT_LAB: &str = include_str!("../../examples/labs/default.toml");
 
 /// Roles `[[node]] role` may name.
-pub(crate) const KNOWN_ROLES: &[&str] = &["host", "fwd", "nr"];
+pub(crate) const KNOWN_ROLES: &[&str] = &["host", "fwd", "nr", "nsff", "mda"];
 
 /// Longest lab, segment, node and host name, in bytes.
 pub(crate) const MAX_NAME: usize = 12;
@@ -579,6 +579,16 @@ pub(crate) fn check_node_file(role: &str, text: &str, node: &str) -> Result<()> 
             let f: config::NrFile = config::parse_str(text, &origin)?;
             f.nr.validate()
                 .map_err(|e| anyhow::anyhow!("{origin}: [nr]: {e}"))?;
+        }
+        "nsff" => {
+            let f: config::NsffFile = config::parse_str(text, &origin)?;
+            f.nsff
+                .validate()
+                .map_err(|e| anyhow::anyhow!("{origin}: [nsff]: {e}"))?;
+        }
+        "mda" => {
+            let f: config::MdaFile = config::parse_str(text, &origin)?;
+            config::check_mda(&f).map_err(|e| anyhow::anyhow!("{origin}: [mda]: {e}"))?;
         }
         other => bail!("role {other:?} has no node file checker"),
     }

@@ -366,6 +366,10 @@ fn build(st: &mut State, kids: &mut Kids, exe: &Path) -> Result<()> {
         if n.pcap {
             cmd.arg("--pcap").arg(dir.join(format!("{}.pcap", n.name)));
         }
+        // Durable state (the mda's write-ahead log) lives with the lab and
+        // survives a node restart, not `lab down`.
+        cmd.arg("--state-dir")
+            .arg(dir.join(format!("{}.state", n.name)));
         let child = cmd
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)

@@ -51,11 +51,14 @@ pub struct JobSpec {
     pub timeout: Duration,
     /// Check `/bytes/<n>` bodies against the pattern.
     pub verify: bool,
+    /// `Host` header to send instead of the URL's authority (`--host`),
+    /// e.g. a service name at an nSFF's address.
+    pub host_header: Option<String>,
 }
 
 impl JobSpec {
     /// Parse `get|post URL [--requests N] [--concurrency C] [--close]
-    /// [--body-size B] [--timeout-ms T] [--verify]`.
+    /// [--body-size B] [--timeout-ms T] [--verify] [--host NAME]`.
     pub fn parse(args: &[String]) -> Result<Self, String> {
         let method = match args.first().map(String::as_str) {
             Some("get") => "GET",
@@ -72,6 +75,7 @@ impl JobSpec {
             body_size: 0,
             timeout: Duration::from_secs(10),
             verify: false,
+            host_header: None,
         };
         let mut it = args[2..].iter();
         while let Some(flag) = it.next() {
@@ -94,6 +98,13 @@ impl JobSpec {
                 }
                 "--close" => spec.close = true,
                 "--verify" => spec.verify = true,
+                "--host" => {
+                    let v = it.next().ok_or("--host needs a value")?;
+                    if v.is_empty() || !v.bytes().all(|b| b.is_ascii_graphic()) {
+                        return Err(format!("--host: {v:?} is not a usable Host value"));
+                    }
+                    spec.host_header = Some(v.clone());
+                }
                 other => return Err(format!("unknown option {other:?}")),
             }
         }
@@ -229,7 +240,13 @@ impl Clients {
         let mut slot = Slot {
             port,
             handle,
-            http: ClientConn::new(job.spec.url.authority.clone(), self.limits),
+            http: ClientConn::new(
+                job.spec
+                    .host_header
+                    .clone()
+                    .unwrap_or_else(|| job.spec.url.authority.clone()),
+                self.limits,
+            ),
             since: cx.now,
             got: 0,
             good: true,

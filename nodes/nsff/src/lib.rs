@@ -1,10 +1,10 @@
 //! The nsff role (RFC 8677 name-based SFC; SPEC §1): the name-based service
 //! function forwarder.
 //!
-//! Being written. The parts so far are sans-IO:
+//! Being written. The HTTP proxy ([`node`]) drives two sans-IO parts:
 //!
 //! ```text
-//!   HTTP proxy (later) ──► transport::Endpoint ──► GFF data / NACK over pathIDs
+//!   node::Nsff (HTTP) ──► transport::Endpoint ──► GFF data / NACK over pathIDs
 //!          │                      ▲
 //!          └── cache::PathCache ──┘ FQDN → (forward, reverse, serving nSFF),
 //!                 │                   path requests to the NR, path updates flush
@@ -13,6 +13,9 @@
 //!
 //! - [`transport`]: the nSFF-to-nSFF reliable transport (SPEC §1.3).
 //! - [`cache`]: the FQDN → pathID cache with pending resolutions (SPEC §1.2).
+//! - [`node`]: the [`Nsff`] role: HTTP proxy by `Host` name (or explicit
+//!   proxy target) over the transport, local SFs with health checks, NR
+//!   registration ([`config`]: `[nsff]`).
 //!
 //! See `docs/nsff.md`.
 
@@ -20,4 +23,9 @@
 #![warn(missing_docs)]
 
 pub mod cache;
+pub mod config;
+pub mod node;
 pub mod transport;
+
+pub use config::{NsffConfig, SfConfig};
+pub use node::Nsff;

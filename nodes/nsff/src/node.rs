@@ -1,0 +1,1640 @@
+//! The nsff role: [`Nsff`], an HTTP-terminating name-based forwarder.
+//!
+//! ```text
+//!  client ──TCP :80──▶ ingress nSFF ──GFF transport (txn)──▶ egress nSFF ──TCP──▶ SF
+//!         ◀──────────                ◀──── RESPONSE ────────              ◀──────
+//! ```
+//!
+//! - **Client side** (`client_port`, [`ListenPool`] on `http_port`): each
+//!   request is framed with a [`RequestDecoder`]; the raw bytes (head and
+//!   body, chunked or not) are forwarded unchanged. The service name is the
+//!   `Host` header without its port (the implicit name of SPEC §1.4), or on
+//!   the explicit proxy port an absolute-form target's authority. A name
+//!   served by a local SF goes straight to it; any other is resolved through
+//!   the [`PathCache`] (a path request to the NR, the request waits) and
+//!   sent over one transport transaction per request. The transaction's
+//!   response stream is copied back to the client socket: that is the
+//!   socket ↔ request mapping. Keep-alive: after a response ends, the next
+//!   request on the connection is decoded.
+//! - **Egress** (a transaction `Opened` toward us): the request bytes are
+//!   decoded up to the head, the SF is chosen by `Host`, a smoltcp TCP
+//!   connection to it (an idle one reused, else a new one) carries the request, and the SF's response (framed
+//!   with a [`ResponseDecoder`]) goes back on the same transaction.
+//! - **NR**: every local SF's FQDN is registered (GFF 3 with the FQDN TLV)
+//!   at start and every `register_interval_ms`, and at once after a path
+//!   update for ALL NODES (an NR restart). Path responses feed the cache;
+//!   path updates flush it.
+//! - **GFF in**: frames whose pathID holds our `link_in` bit are consumed;
+//!   other GFF frames are dropped (`nsff_gff_not_for_us`). Everything else
+//!   is checked with [`check_frame`] and goes to smoltcp.
+//!
+//! Errors to the client: unknown name 502, NR silent 504, bad `Host` 400,
+//! tables full 503, SF unreachable or broken 502, transaction failed 504;
+//! the body says why, each is counted.
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Value};
+use smoltcp::iface::SocketHandle;
+use smoltcp::socket::tcp;
+use smoltcp::time::{Duration, Instant};
+use smoltcp::wire::{EthernetAddress, IpAddress, IpListenEndpoint};
+use svcroute_stack::http::{
+    Decoded, Framing, Limits, RequestDecoder, RequestHead, ResponseDecoder,
+};
+use svcroute_stack::listen::{ListenConfig, ListenPool};
+use svcroute_stack::runtime::{check_frame, Context, ControlReply, FrameContext, Role};
+use svcroute_stack::shim::{Direction, Outbox, Verdict};
+use svcroute_stack::stats::Counters;
+use svcroute_stack::wire::gff::{self, MessageType, PathId};
+use svcroute_stack::wire::nr::{self, Fqdn, NsffId, Registration, Tlv, Tlvs, ALL_NSFFS};
+use svcroute_stack::wire::nsff::Txn;
+
+use crate::cache::{CacheEvent, CacheStats, Lookup, PathCache, Route, Unresolved};
+use crate::config::{ConfigError, NsffConfig};
+use crate::transport::{Endpoint, Event, Stats, TxnStats};
+
+const ETH_LEN: usize = 14;
+const IPV6_LEN: usize = 40;
+const ETHERTYPE_IPV6: [u8; 2] = [0x86, 0xdd];
+/// Bytes buffered per direction of one proxied exchange before reading stops.
+const BUF_HIGH: usize = 256 * 1024;
+/// Bytes read per socket call.
+const CHUNK: usize = 16 * 1024;
+/// TCP buffers of client and SF sockets.
+const SOCK_BUF: usize = 64 * 1024;
+/// Idle SF connections kept for reuse, over all SFs.
+const MAX_IDLE_SF: usize = 256;
+/// An idle SF connection is closed after this long.
+const IDLE_SF_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A local SF exchange: request bytes in, response bytes out.
+#[derive(Debug)]
+struct SfJob {
+    /// The connection to the SF; `None` for a canned (error) response.
+    sock: Option<SocketHandle>,
+    req: Vec<u8>,
+    req_done: bool,
+    rbuf: Vec<u8>,
+    dec: ResponseDecoder,
+    resp: Vec<u8>,
+    resp_done: bool,
+    /// The response head being decoded is a 1xx.
+    interim: bool,
+    /// The SF it talks to.
+    target: Option<(IpAddress, u16)>,
+    /// The request lets the connection stay open.
+    req_keep_alive: bool,
+    /// The response ended cleanly and keeps the connection open: the socket
+    /// can carry the next request.
+    reusable: bool,
+    /// The response ends by close or says `Connection: close`: the client
+    /// connection must close after it.
+    close_client: bool,
+}
+
+impl SfJob {
+    fn canned(status: u16, why: &str) -> Self {
+        Self {
+            sock: None,
+            req: Vec::new(),
+            req_done: true,
+            rbuf: Vec::new(),
+            dec: ResponseDecoder::new(Limits::default()),
+            resp: error_response(status, why),
+            resp_done: true,
+            interim: false,
+            target: None,
+            req_keep_alive: false,
+            reusable: false,
+            close_client: false,
+        }
+    }
+
+    /// Move bytes between the buffers and the SF socket.
+    fn pump(
+        &mut self,
+        sockets: &mut smoltcp::iface::SocketSet<'static>,
+        stats: &mut Counters,
+    ) -> bool {
+        let Some(h) = self.sock else {
+            return false;
+        };
+        if self.resp_done {
+            return false;
+        }
+        let mut any = false;
+        let s = sockets.get_mut::<tcp::Socket>(h);
+        if !self.req.is_empty() && s.can_send() {
+            if let Ok(n) = s.send_slice(&self.req) {
+                self.req.drain(..n);
+                any |= n > 0;
+            }
+        }
+        let mut tmp = [0u8; CHUNK];
+        while self.resp.len() < BUF_HIGH && s.can_recv() {
+            match s.recv_slice(&mut tmp) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    self.rbuf.extend_from_slice(&tmp[..n]);
+                    any = true;
+                }
+            }
+        }
+        let mut budget = 1024;
+        while (!self.rbuf.is_empty() || self.dec.framing().is_some()) && !self.resp_done {
+            budget -= 1;
+            if budget == 0 {
+                break;
+            }
+            match self.dec.decode(&self.rbuf) {
+                Ok((n, ev)) => {
+                    if let Decoded::Head(h) = &ev {
+                        // 1xx (but 101) is interim: its End is not the response's.
+                        self.interim = (100..200).contains(&h.status) && h.status != 101;
+                        if !self.interim {
+                            self.close_client =
+                                !h.keep_alive() || self.dec.framing() == Some(Framing::UntilClose);
+                            self.reusable = h.keep_alive()
+                                && self.req_keep_alive
+                                && self.dec.framing() != Some(Framing::UntilClose)
+                                && h.status != 101;
+                        }
+                    }
+                    let end = matches!(ev, Decoded::End) && !std::mem::take(&mut self.interim);
+                    let more = matches!(ev, Decoded::NeedMore);
+                    self.resp.extend(self.rbuf.drain(..n));
+                    if end {
+                        self.resp_done = true;
+                        // Reusable only if nothing else came and the whole
+                        // request went out.
+                        self.reusable &= self.rbuf.is_empty()
+                            && self.req.is_empty()
+                            && self.req_done
+                            && s.state() == tcp::State::Established;
+                        if !self.reusable {
+                            s.close();
+                        }
+                        return true;
+                    }
+                    if more {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    self.reusable = false;
+                    stats.bump("nsff.sf_bad_response");
+                    if self.resp.is_empty() {
+                        self.resp = error_response(502, &format!("bad response from SF: {e}"));
+                    }
+                    self.resp_done = true;
+                }
+            }
+        }
+        if !self.resp_done && !s.may_recv() && self.rbuf.is_empty() {
+            let state = s.state();
+            let ended = if state == tcp::State::Closed || state == tcp::State::SynSent {
+                false
+            } else {
+                self.dec.finish().unwrap_or(false)
+            };
+            if !ended
+                && matches!(
+                    state,
+                    tcp::State::Closed
+                        | tcp::State::CloseWait
+                        | tcp::State::LastAck
+                        | tcp::State::TimeWait
+                        | tcp::State::Closing
+                )
+            {
+                stats.bump("nsff.sf_closed_early");
+                if self.resp.is_empty() {
+                    self.resp = error_response(502, "service function unreachable or closed");
+                }
+            }
+            if ended || state != tcp::State::SynSent && state != tcp::State::Established {
+                self.resp_done = true;
+                any = true;
+            }
+        }
+        if self.resp_done {
+            self.reusable = false;
+            s.close();
+        }
+        any
+    }
+}
+
+/// Health of one local SF.
+#[derive(Debug)]
+struct Health {
+    healthy: bool,
+    /// Failed probes in a row.
+    fails: u32,
+    /// The probe connection in progress and when it started.
+    probe: Option<(SocketHandle, Instant)>,
+    next_probe: Option<Instant>,
+}
+
+/// What a client connection's current request goes to.
+#[derive(Debug)]
+enum Up {
+    /// Between requests.
+    Idle,
+    /// Head seen, name being resolved.
+    Resolving,
+    /// Over a transaction.
+    Remote { txn: Txn, finished: bool },
+    /// To a local SF job (or a canned answer).
+    Local { job: u64 },
+}
+
+/// One client connection.
+#[derive(Debug)]
+struct Client {
+    /// Watches the remote response's heads (framing, keep-alive).
+    rdec: ResponseDecoder,
+    /// Last time anything moved on this connection.
+    active: Instant,
+    /// Index of the pool it came from.
+    pool: usize,
+    sock: SocketHandle,
+    dec: RequestDecoder,
+    inbuf: Vec<u8>,
+    /// Bytes of the current request not yet handed upstream.
+    msg: Vec<u8>,
+    msg_done: bool,
+    up: Up,
+    /// Response bytes not yet written to the socket.
+    wbuf: Vec<u8>,
+    close_after: bool,
+}
+
+/// An egress transaction.
+#[derive(Debug)]
+struct Egress {
+    dec: RequestDecoder,
+    held: Vec<u8>,
+    scanned: usize,
+    /// The request's last byte arrived (by its framing).
+    req_complete: bool,
+    req_eof: bool,
+    job: Option<u64>,
+    finished: bool,
+}
+
+/// The nsff role.
+#[derive(Debug)]
+pub struct Nsff {
+    cfg: NsffConfig,
+    me: NsffId,
+    sfs: Vec<(Fqdn, IpAddress, u16)>,
+    /// Per SF, same order.
+    health: Vec<Health>,
+    ep: Endpoint,
+    cache: PathCache<u64>,
+    mac: EthernetAddress,
+    /// Listening pools on `client_port`: `http_port`, then `proxy_port`.
+    pools: Vec<ListenPool>,
+    clients: BTreeMap<u64, Client>,
+    next_client: u64,
+    jobs: BTreeMap<u64, SfJob>,
+    next_job: u64,
+    egress: BTreeMap<Txn, Egress>,
+    txn_client: BTreeMap<Txn, u64>,
+    next_register: Option<Instant>,
+    register_now: bool,
+    next_local_port: u16,
+    /// SF sockets closing (since, handle), on `sf_port`.
+    closing: Vec<(Instant, SocketHandle)>,
+    /// Open SF connections between requests: (SF, handle, idle since).
+    idle: Vec<((IpAddress, u16), SocketHandle, Instant)>,
+}
+
+impl Nsff {
+    /// An nSFF for `cfg`.
+    pub fn new(cfg: NsffConfig) -> Result<Self, ConfigError> {
+        cfg.validate()?;
+        let me = cfg.id()?;
+        let sfs = cfg
+            .sfs()?
+            .into_iter()
+            .map(|(f, a, p)| (f, IpAddress::from(a), p))
+            .collect();
+        let ep = Endpoint::new(me, cfg.transport.clone(), 0)?;
+        let health = cfg
+            .sf
+            .iter()
+            .map(|_| Health {
+                healthy: true,
+                fails: 0,
+                probe: None,
+                next_probe: None,
+            })
+            .collect();
+        let cache = PathCache::new(me, cfg.nr_path(), cfg.cache.clone(), None)?;
+        Ok(Self {
+            me,
+            sfs,
+            health,
+            ep,
+            cache,
+            mac: EthernetAddress([0x02, 0, 0, 0, 0, 0]),
+            pools: Vec::new(),
+            clients: BTreeMap::new(),
+            next_client: 1,
+            jobs: BTreeMap::new(),
+            next_job: 1,
+            egress: BTreeMap::new(),
+            txn_client: BTreeMap::new(),
+            next_register: None,
+            register_now: true,
+            next_local_port: 49152,
+            closing: Vec::new(),
+            idle: Vec::new(),
+            cfg,
+        })
+    }
+
+    /// The transport endpoint (counters, for tests).
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.ep
+    }
+
+    /// The path cache (for tests).
+    pub fn cache(&self) -> &PathCache<u64> {
+        &self.cache
+    }
+
+    /// A healthy local SF serving `fqdn`.
+    fn local_sf(&self, fqdn: &Fqdn) -> Option<(IpAddress, u16)> {
+        self.sfs
+            .iter()
+            .zip(&self.health)
+            .find(|((f, _, _), h)| f == fqdn && h.healthy)
+            .map(|(&(_, a, p), _)| (a, p))
+    }
+
+    /// Send a (de)registration of `fqdn` to the NR.
+    fn send_registration(&self, fqdn: &Fqdn, deregister: bool, out: &mut Outbox) {
+        let tlvs = [Tlv::Fqdn(fqdn.as_str())];
+        let repr = nr::Repr::Registration(Registration {
+            deregister,
+            hash: fqdn.hash(),
+            nsff_id: self.me,
+            tlvs: Tlvs::new(&tlvs).unwrap_or(Tlvs::EMPTY),
+        });
+        let mut b = vec![0; repr.buffer_len()];
+        repr.emit(&mut b);
+        out.inject(
+            self.cfg.fabric_port,
+            Direction::ToWire,
+            gff_frame(self.mac, self.cfg.nr_path(), MessageType::Registration, &b),
+        );
+    }
+
+    /// Send our registrations (healthy SFs only).
+    fn register(&mut self, now: Instant, out: &mut Outbox, stats: &mut Counters) {
+        for ((fqdn, _, _), h) in self.sfs.iter().zip(&self.health) {
+            if h.healthy {
+                self.send_registration(fqdn, false, out);
+                stats.bump("nsff.registrations_sent");
+            }
+        }
+        self.register_now = false;
+        self.next_register = Some(now + Duration::from_millis(self.cfg.register_interval_ms));
+    }
+
+    /// Health checks: a TCP connect to each SF every `health_interval_ms`.
+    /// `health_failures` failures in a row deregister the name at the NR
+    /// (and local requests for it are resolved elsewhere); the first success
+    /// after that registers it again.
+    fn health_checks(&mut self, cx: &mut Context<'_>) -> bool {
+        if self.cfg.health_interval_ms == 0 {
+            return false;
+        }
+        let interval = Duration::from_millis(self.cfg.health_interval_ms);
+        let timeout = Duration::from_millis(self.cfg.health_timeout_ms);
+        let sp = self.cfg.sf_port();
+        let mut any = false;
+        for i in 0..self.sfs.len() {
+            let (fqdn, addr, port) = self.sfs[i].clone();
+            let Some(ps) = cx.ports.get_mut(sp) else {
+                return false;
+            };
+            let h = &mut self.health[i];
+            if let Some((sock, started)) = h.probe {
+                let s = ps.sockets.get_mut::<tcp::Socket>(sock);
+                let state = s.state();
+                let ok = state == tcp::State::Established;
+                let failed = !ok && (state == tcp::State::Closed || cx.now - started >= timeout);
+                if !ok && !failed {
+                    continue;
+                }
+                s.abort();
+                ps.sockets.remove(sock);
+                h.probe = None;
+                h.next_probe = Some(cx.now + interval);
+                any = true;
+                if ok {
+                    h.fails = 0;
+                    if !h.healthy {
+                        h.healthy = true;
+                        cx.stats.bump("nsff.sf_up");
+                        self.send_registration(&fqdn, false, cx.out);
+                        cx.stats.bump("nsff.registrations_sent");
+                    }
+                } else {
+                    cx.stats.bump("nsff.health_failures");
+                    h.fails += 1;
+                    if h.healthy && h.fails >= self.cfg.health_failures {
+                        h.healthy = false;
+                        cx.stats.bump("nsff.sf_down");
+                        log::warn!("nsff: SF {fqdn} at {addr}:{port} is down, deregistering");
+                        self.send_registration(&fqdn, true, cx.out);
+                        cx.stats.bump("nsff.deregistrations_sent");
+                    }
+                }
+            } else if h.next_probe.is_none_or(|t| t <= cx.now) {
+                let local = self.next_local_port;
+                self.next_local_port = if local == u16::MAX { 49152 } else { local + 1 };
+                let mut s = tcp::Socket::new(
+                    tcp::SocketBuffer::new(vec![0; 64]),
+                    tcp::SocketBuffer::new(vec![0; 64]),
+                );
+                s.set_timeout(Some(timeout));
+                if s.connect(ps.iface.context(), (addr, port), local).is_ok() {
+                    h.probe = Some((ps.sockets.add(s), cx.now));
+                    cx.stats.bump("nsff.health_probes");
+                } else {
+                    h.next_probe = Some(cx.now + interval);
+                }
+                any = true;
+            }
+        }
+        any
+    }
+
+    /// Transport and cache output onto the fabric.
+    fn flush(&mut self, out: &mut Outbox, stats: &mut Counters) -> bool {
+        let mut any = false;
+        while let Some(t) = self.ep.poll_transmit() {
+            out.inject(
+                self.cfg.fabric_port,
+                Direction::ToWire,
+                gff_frame(self.mac, t.path, t.msg_type, &t.payload),
+            );
+            any = true;
+        }
+        while let Some((path, ty, payload)) = self.cache.poll_transmit() {
+            out.inject(
+                self.cfg.fabric_port,
+                Direction::ToWire,
+                gff_frame(self.mac, path, ty, &payload),
+            );
+            stats.bump("nsff.path_requests_sent");
+            any = true;
+        }
+        any
+    }
+
+    fn new_job(&mut self, job: SfJob) -> u64 {
+        let id = self.next_job;
+        self.next_job += 1;
+        self.jobs.insert(id, job);
+        id
+    }
+
+    /// A job toward the local SF at (addr, port), or a canned 502.
+    fn connect_sf(
+        &mut self,
+        cx: &mut Context<'_>,
+        addr: IpAddress,
+        port: u16,
+        req: &RequestHead,
+    ) -> u64 {
+        let p = self.cfg.sf_port();
+        let head = req.is_head();
+        let mut dec = ResponseDecoder::new(Limits::default());
+        dec.set_head_request(head);
+        let mut job = SfJob {
+            sock: None,
+            req: Vec::new(),
+            req_done: false,
+            rbuf: Vec::new(),
+            dec,
+            resp: Vec::new(),
+            resp_done: false,
+            interim: false,
+            target: Some((addr, port)),
+            req_keep_alive: req.keep_alive(),
+            reusable: false,
+            close_client: false,
+        };
+        // An idle connection to the same SF, if one is still open.
+        if let Some(ps) = cx.ports.get_mut(p) {
+            while let Some(i) = self.idle.iter().position(|e| e.0 == (addr, port)) {
+                let (_, h, _) = self.idle.swap_remove(i);
+                let s = ps.sockets.get_mut::<tcp::Socket>(h);
+                if s.state() == tcp::State::Established && s.may_send() && !s.can_recv() {
+                    cx.stats.bump("nsff.sf_reused");
+                    job.sock = Some(h);
+                    return self.new_job(job);
+                }
+                s.close();
+                self.closing.push((cx.now, h));
+            }
+        }
+        let local = self.next_local_port;
+        self.next_local_port = if local == u16::MAX { 49152 } else { local + 1 };
+        let Some(ps) = cx.ports.get_mut(p) else {
+            cx.stats.bump("nsff.sf_failed");
+            return self.new_job(SfJob::canned(502, "no port toward the service function"));
+        };
+        let mut s = tcp::Socket::new(
+            tcp::SocketBuffer::new(vec![0; SOCK_BUF]),
+            tcp::SocketBuffer::new(vec![0; SOCK_BUF]),
+        );
+        s.set_nagle_enabled(false);
+        s.set_timeout(Some(Duration::from_secs(10)));
+        if let Err(e) = s.connect(ps.iface.context(), (addr, port), local) {
+            log::debug!("nsff: connect to SF {addr}:{port}: {e}");
+            cx.stats.bump("nsff.sf_connect_error");
+            return self.new_job(SfJob::canned(502, "cannot connect to the service function"));
+        }
+        let h = ps.sockets.add(s);
+        cx.stats.bump("nsff.sf_connections");
+        job.sock = Some(h);
+        self.new_job(job)
+    }
+
+    /// Remove SF sockets that finished closing (or took too long).
+    fn sweep(&mut self, cx: &mut Context<'_>) {
+        let Some(ps) = cx.ports.get_mut(self.cfg.sf_port()) else {
+            return;
+        };
+        let now = cx.now;
+        let closing = &mut self.closing;
+        self.idle.retain(|&(_, h, since)| {
+            let s = ps.sockets.get_mut::<tcp::Socket>(h);
+            let ok = s.state() == tcp::State::Established && !s.can_recv();
+            if ok && now - since < IDLE_SF_TIMEOUT {
+                true
+            } else {
+                s.close();
+                closing.push((now, h));
+                false
+            }
+        });
+        self.closing.retain(|&(since, h)| {
+            let s = ps.sockets.get_mut::<tcp::Socket>(h);
+            let done = matches!(s.state(), tcp::State::Closed | tcp::State::TimeWait);
+            if done || now - since > Duration::from_secs(10) {
+                s.abort();
+                ps.sockets.remove(h);
+                false
+            } else {
+                true
+            }
+        });
+    }
+
+    fn remove_job(&mut self, cx: &mut Context<'_>, id: u64) {
+        if let Some(j) = self.jobs.remove(&id) {
+            if let (Some(h), Some(ps)) = (j.sock, cx.ports.get_mut(self.cfg.sf_port())) {
+                let s = ps.sockets.get_mut::<tcp::Socket>(h);
+                if let (true, Some(t)) = (j.reusable && j.resp.is_empty(), j.target) {
+                    if s.state() == tcp::State::Established && self.idle.len() < MAX_IDLE_SF {
+                        self.idle.push((t, h, cx.now));
+                        return;
+                    }
+                }
+                if s.state() == tcp::State::Closed || s.state() == tcp::State::TimeWait {
+                    ps.sockets.remove(h);
+                } else {
+                    // Let the FIN go out; swept in `sweep`.
+                    s.close();
+                    self.closing.push((cx.now, h));
+                }
+            }
+        }
+    }
+
+    /// Route a client request whose head just arrived.
+    fn route(&mut self, cx: &mut Context<'_>, id: u64, c: &mut Client, head: &RequestHead) {
+        let Some(fqdn) = request_name(head) else {
+            cx.stats.bump("nsff.bad_host");
+            self.canned(c, 400, "no usable Host header: it names the service");
+            return;
+        };
+        cx.stats.bump("nsff.requests");
+        if let Some((addr, port)) = self.local_sf(&fqdn) {
+            cx.stats.bump("nsff.requests_local");
+            let job = self.connect_sf(cx, addr, port, head);
+            c.up = Up::Local { job };
+            return;
+        }
+        match self.cache.resolve(cx.now, &fqdn, id) {
+            Lookup::Hit(route) => self.open(cx, id, c, route),
+            Lookup::Pending => {
+                cx.stats.bump("nsff.requests_waiting");
+                c.up = Up::Resolving;
+            }
+            Lookup::Refused => {
+                cx.stats.bump("nsff.resolve_refused");
+                self.canned(c, 503, "too many names being resolved");
+            }
+        }
+    }
+
+    fn open(&mut self, cx: &mut Context<'_>, id: u64, c: &mut Client, route: Route) {
+        if route.serving == self.me {
+            // The NR says we serve it, but no local SF has that name.
+            cx.stats.bump("nsff.served_here_unknown");
+            self.canned(
+                c,
+                502,
+                "the name resolves to this nSFF but no local SF serves it",
+            );
+            return;
+        }
+        match self.ep.open(cx.now, route.forward, route.reverse) {
+            Ok(txn) => {
+                cx.stats.bump("nsff.txns_opened");
+                self.txn_client.insert(txn, id);
+                c.up = Up::Remote {
+                    txn,
+                    finished: false,
+                };
+            }
+            Err(_) => {
+                cx.stats.bump("nsff.txns_refused");
+                self.canned(c, 503, "too many transactions");
+            }
+        }
+    }
+
+    /// Answer the current request with an error and close afterwards.
+    fn canned(&mut self, c: &mut Client, status: u16, why: &str) {
+        let job = self.new_job(SfJob::canned(status, why));
+        c.up = Up::Local { job };
+        c.close_after = true;
+        c.msg.clear();
+        c.inbuf.clear();
+        c.msg_done = true;
+    }
+
+    /// Work on one client connection; `false` when it is gone.
+    fn pump_client(&mut self, cx: &mut Context<'_>, id: u64, c: &mut Client) -> (bool, bool) {
+        let cp = self.cfg.client_port;
+        let mut any = false;
+        for _ in 0..64 {
+            let mut progress = false;
+            // Read.
+            {
+                let s = cx.ports[cp].sockets.get_mut::<tcp::Socket>(c.sock);
+                let mut tmp = [0u8; CHUNK];
+                while !c.close_after
+                    && c.inbuf.len() < BUF_HIGH
+                    && c.msg.len() < BUF_HIGH
+                    && s.can_recv()
+                {
+                    match s.recv_slice(&mut tmp) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => {
+                            c.inbuf.extend_from_slice(&tmp[..n]);
+                            progress = true;
+                        }
+                    }
+                }
+            }
+            // Decode the current request.
+            while !c.msg_done
+                && (!c.inbuf.is_empty() || c.dec.framing().is_some())
+                && c.msg.len() < BUF_HIGH
+            {
+                match c.dec.decode(&c.inbuf) {
+                    Ok((n, ev)) => {
+                        let ev = match ev {
+                            Decoded::Head(h) => Some(Some(h)),
+                            Decoded::End => Some(None),
+                            Decoded::NeedMore | Decoded::Closed | Decoded::Data(_) => None,
+                        };
+                        c.msg.extend(c.inbuf.drain(..n));
+                        progress |= n > 0;
+                        match ev {
+                            Some(Some(h)) => {
+                                if !h.keep_alive() {
+                                    c.close_after = true;
+                                }
+                                c.rdec.set_head_request(h.is_head());
+                                if h.target.starts_with("http://") {
+                                    // Explicit proxy: the SF gets origin-form.
+                                    origin_form(&mut c.msg, &h.target);
+                                    cx.stats.bump("nsff.absolute_form");
+                                }
+                                self.route(cx, id, c, &h);
+                            }
+                            Some(None) => c.msg_done = true,
+                            None if n == 0 => break,
+                            None => {}
+                        }
+                    }
+                    Err(e) => {
+                        cx.stats.bump("nsff.bad_request");
+                        self.canned(c, e.status(), &format!("bad request: {e}"));
+                        progress = true;
+                    }
+                }
+            }
+            // Upstream.
+            match c.up {
+                Up::Idle | Up::Resolving => {}
+                Up::Remote { txn, finished } => {
+                    if !c.msg.is_empty() {
+                        if let Ok(n) = self.ep.send(cx.now, txn, &c.msg) {
+                            c.msg.drain(..n);
+                            progress |= n > 0;
+                        }
+                    }
+                    if c.msg_done && c.msg.is_empty() && !finished {
+                        let _ = self.ep.finish(cx.now, txn);
+                        c.up = Up::Remote {
+                            txn,
+                            finished: true,
+                        };
+                        progress = true;
+                    }
+                    let mut tmp = [0u8; CHUNK];
+                    while c.wbuf.len() < BUF_HIGH {
+                        match self.ep.recv(cx.now, txn, &mut tmp) {
+                            Ok(Some(0)) => {
+                                cx.stats.bump("nsff.responses_remote");
+                                self.txn_client.remove(&txn);
+                                c.up = Up::Idle;
+                                c.msg_done = false;
+                                c.rdec = ResponseDecoder::new(Limits::default());
+                                progress = true;
+                                break;
+                            }
+                            Ok(Some(n)) => {
+                                c.wbuf.extend_from_slice(&tmp[..n]);
+                                if watch_response(&mut c.rdec, &tmp[..n]) {
+                                    c.close_after = true;
+                                }
+                                progress = true;
+                            }
+                            Ok(None) => break,
+                            Err(_) => {
+                                // The transaction failed; the event handler
+                                // already counted it.
+                                cx.stats.bump("nsff.txn_lost");
+                                self.txn_client.remove(&txn);
+                                if c.wbuf.is_empty() {
+                                    let job = self.new_job(SfJob::canned(
+                                        504,
+                                        "the transaction to the serving nSFF failed",
+                                    ));
+                                    c.up = Up::Local { job };
+                                } else {
+                                    c.up = Up::Idle;
+                                }
+                                c.close_after = true;
+                                c.msg_done = true;
+                                progress = true;
+                                break;
+                            }
+                        }
+                    }
+                }
+                Up::Local { job } => {
+                    if let Some(j) = self.jobs.get_mut(&job) {
+                        if j.sock.is_some() {
+                            j.req.append(&mut c.msg);
+                            j.req_done = c.msg_done;
+                        } else {
+                            c.msg.clear();
+                        }
+                        if let Some(ps) = cx.ports.get_mut(self.cfg.sf_port()) {
+                            progress |= j.pump(&mut ps.sockets, cx.stats);
+                        }
+                        if !j.resp.is_empty() && c.wbuf.len() < BUF_HIGH {
+                            c.wbuf.append(&mut j.resp);
+                            progress = true;
+                        }
+                        if j.close_client {
+                            c.close_after = true;
+                        }
+                        let done = j.resp_done && j.resp.is_empty();
+                        if done && (c.msg_done || c.close_after) {
+                            cx.stats.bump("nsff.responses_local");
+                            self.remove_job(cx, job);
+                            c.up = Up::Idle;
+                            c.msg_done = false;
+                            progress = true;
+                        }
+                    } else {
+                        c.up = Up::Idle;
+                    }
+                }
+            }
+            // Write.
+            let s = cx.ports[cp].sockets.get_mut::<tcp::Socket>(c.sock);
+            if !c.wbuf.is_empty() && s.can_send() {
+                if let Ok(n) = s.send_slice(&c.wbuf) {
+                    c.wbuf.drain(..n);
+                    progress |= n > 0;
+                }
+            }
+            any |= progress;
+            if progress {
+                c.active = cx.now;
+            }
+            if !progress {
+                break;
+            }
+        }
+        let s = cx.ports[cp].sockets.get_mut::<tcp::Socket>(c.sock);
+        let idle = matches!(c.up, Up::Idle) && c.wbuf.is_empty();
+        // The peer's FIN (a fresh connection is SynReceived, not closing).
+        let peer_done = s.state() == tcp::State::CloseWait;
+        if idle && (c.close_after || peer_done && c.inbuf.is_empty()) {
+            s.close();
+        }
+        // An idle keep-alive connection (waiting for a request, or a client
+        // that stopped reading) is dropped after `client_idle_timeout_s`.
+        let limit = Duration::from_secs(self.cfg.client_idle_timeout_s);
+        let waiting = matches!(c.up, Up::Idle) || !c.wbuf.is_empty();
+        if waiting && cx.now - c.active >= limit {
+            cx.stats.bump("nsff.clients_idle_closed");
+            s.abort();
+        }
+        let gone = matches!(s.state(), tcp::State::Closed | tcp::State::TimeWait);
+        (any, !gone)
+    }
+
+    fn drop_client(&mut self, cx: &mut Context<'_>, c: Client) {
+        match c.up {
+            Up::Remote { txn, .. } => {
+                self.ep.abort(txn);
+                self.txn_client.remove(&txn);
+            }
+            Up::Local { job } => self.remove_job(cx, job),
+            Up::Idle | Up::Resolving => {}
+        }
+        let ps = &mut cx.ports[self.cfg.client_port];
+        ps.sockets.get_mut::<tcp::Socket>(c.sock).abort();
+        ps.sockets.remove(c.sock);
+        if let Some(p) = self.pools.get_mut(c.pool) {
+            p.release();
+        }
+        cx.stats.bump("nsff.clients_closed");
+    }
+
+    fn pump_egress(&mut self, cx: &mut Context<'_>, txn: Txn, e: &mut Egress) -> bool {
+        let mut any = false;
+        let mut tmp = [0u8; CHUNK];
+        while !e.req_eof && e.held.len() < BUF_HIGH {
+            match self.ep.recv(cx.now, txn, &mut tmp) {
+                Ok(Some(0)) => {
+                    e.req_eof = true;
+                    any = true;
+                }
+                Ok(Some(n)) => {
+                    e.held.extend_from_slice(&tmp[..n]);
+                    any = true;
+                }
+                Ok(None) | Err(_) => break,
+            }
+        }
+        if e.job.is_none() && !e.held.is_empty() {
+            // Find the head (the bytes stay in `held`; `scanned` of them
+            // went through the decoder already).
+            while let Some(input) = e.held.get(e.scanned..) {
+                match e.dec.decode(input) {
+                    Ok((_, Decoded::Head(h))) => {
+                        let name = request_name(&h);
+                        let sf = name.as_ref().and_then(|n| self.local_sf(n));
+                        e.job = Some(match sf {
+                            Some((addr, port)) => {
+                                cx.stats.bump("nsff.egress_requests");
+                                self.connect_sf(cx, addr, port, &h)
+                            }
+                            None => {
+                                cx.stats.bump("nsff.egress_no_sf");
+                                self.new_job(SfJob::canned(
+                                    502,
+                                    "no local service function for that name",
+                                ))
+                            }
+                        });
+                        any = true;
+                        break;
+                    }
+                    Ok((n, Decoded::NeedMore)) => {
+                        e.scanned += n;
+                        break;
+                    }
+                    Ok((n, _)) => {
+                        e.scanned += n;
+                        if n == 0 {
+                            break;
+                        }
+                    }
+                    Err(err) => {
+                        cx.stats.bump("nsff.egress_bad_request");
+                        e.job =
+                            Some(self.new_job(SfJob::canned(400, &format!("bad request: {err}"))));
+                        break;
+                    }
+                }
+            }
+        }
+        let Some(jid) = e.job else {
+            if e.req_eof {
+                // Ended before a head.
+                e.job = Some(self.new_job(SfJob::canned(400, "empty request")));
+            }
+            return any;
+        };
+        let Some(j) = self.jobs.get_mut(&jid) else {
+            return any;
+        };
+        if j.sock.is_some() {
+            // Decode the rest to know where the request ends (the end
+            // marker of the transaction may come a window later).
+            while !e.req_complete {
+                let Some(input) = e.held.get(e.scanned..) else {
+                    break;
+                };
+                match e.dec.decode(input) {
+                    Ok((n, ev)) => {
+                        e.scanned += n;
+                        match ev {
+                            Decoded::End => e.req_complete = true,
+                            Decoded::NeedMore => break,
+                            _ if n == 0 => break,
+                            _ => {}
+                        }
+                    }
+                    Err(_) => break,
+                }
+            }
+            j.req.append(&mut e.held);
+            e.scanned = 0;
+            j.req_done = e.req_eof || e.req_complete;
+        } else {
+            e.held.clear();
+        }
+        if let Some(ps) = cx.ports.get_mut(self.cfg.sf_port()) {
+            any |= j.pump(&mut ps.sockets, cx.stats);
+        }
+        if !j.resp.is_empty() {
+            if let Ok(n) = self.ep.send(cx.now, txn, &j.resp) {
+                j.resp.drain(..n);
+                any |= n > 0;
+            }
+        }
+        if j.resp_done && j.resp.is_empty() && !e.finished {
+            let _ = self.ep.finish(cx.now, txn);
+            e.finished = true;
+            cx.stats.bump("nsff.egress_responses");
+            self.remove_job(cx, jid);
+            any = true;
+        }
+        any
+    }
+
+    fn events(&mut self, cx: &mut Context<'_>) -> bool {
+        let mut any = false;
+        while let Some(ev) = self.ep.poll_event() {
+            any = true;
+            match ev {
+                Event::Opened { txn, .. } => {
+                    cx.stats.bump("nsff.txns_accepted");
+                    self.egress.insert(
+                        txn,
+                        Egress {
+                            dec: RequestDecoder::new(Limits::default()),
+                            held: Vec::new(),
+                            scanned: 0,
+                            req_complete: false,
+                            req_eof: false,
+                            job: None,
+                            finished: false,
+                        },
+                    );
+                }
+                Event::Closed { txn } => {
+                    cx.stats.bump("nsff.txns_closed");
+                    if let Some(e) = self.egress.remove(&txn) {
+                        if let Some(j) = e.job {
+                            self.remove_job(cx, j);
+                        }
+                    }
+                }
+                Event::Failed { txn, reason } => {
+                    cx.stats
+                        .bump(&format!("nsff.txns_failed_{}", reason.as_str()));
+                    if let Some(e) = self.egress.remove(&txn) {
+                        if let Some(j) = e.job {
+                            self.remove_job(cx, j);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        while let Some(ev) = self.cache.poll_event() {
+            any = true;
+            match ev {
+                CacheEvent::Resolved { route, waiters, .. } => {
+                    for id in waiters {
+                        let Some(mut c) = self.clients.remove(&id) else {
+                            continue;
+                        };
+                        if matches!(c.up, Up::Resolving) {
+                            self.open(cx, id, &mut c, route);
+                        }
+                        self.clients.insert(id, c);
+                    }
+                }
+                CacheEvent::Failed {
+                    reason, waiters, ..
+                } => {
+                    let (status, why, counter) = match reason {
+                        Unresolved::NotFound => (502, "unknown service name", "nsff.unknown_name"),
+                        Unresolved::Timeout => {
+                            (504, "name resolver did not answer", "nsff.nr_timeout")
+                        }
+                    };
+                    for id in waiters {
+                        cx.stats.bump(counter);
+                        let Some(mut c) = self.clients.remove(&id) else {
+                            continue;
+                        };
+                        if matches!(c.up, Up::Resolving) {
+                            self.canned(&mut c, status, why);
+                        }
+                        self.clients.insert(id, c);
+                    }
+                }
+            }
+        }
+        any
+    }
+
+    fn handle_gff(&mut self, now: Instant, stats: &mut Counters, repr: &gff::Repr, payload: &[u8]) {
+        match repr.msg_type {
+            MessageType::TransportData | MessageType::TransportNack => {
+                if self
+                    .ep
+                    .handle_packet(now, repr.path_id, repr.msg_type, payload)
+                    .is_err()
+                {
+                    stats.bump("nsff.transport_rejected");
+                }
+            }
+            MessageType::PathResponse | MessageType::PathUpdate => {
+                match nr::Repr::parse(repr.msg_type, payload) {
+                    Ok(nr::Repr::PathResponse(r)) => {
+                        stats.bump("nsff.path_responses");
+                        self.cache.handle_response(&r);
+                    }
+                    Ok(nr::Repr::PathUpdate(u)) => {
+                        stats.bump("nsff.path_updates");
+                        let n = self.cache.handle_update(&u);
+                        stats.add("nsff.cache_flushed", n as u64);
+                        if u.ids.as_slice().contains(&ALL_NSFFS) {
+                            // The NR (re)started: register again now and
+                            // put the configured paths back.
+                            self.register_now = true;
+                            if self.cache.prepopulate().is_err() {
+                                stats.bump("nsff.prepopulate_failed");
+                            }
+                        }
+                    }
+                    _ => stats.drop("nsff_nr_malformed"),
+                }
+            }
+            MessageType::LinkHello => stats.bump("nsff.hellos_ignored"),
+            _ => stats.drop("nsff_gff_unexpected_type"),
+        }
+    }
+}
+
+fn cache_json(c: &CacheStats) -> Value {
+    json!({
+        "hits": c.hits, "misses": c.misses, "requests": c.requests, "retries": c.retries,
+        "resolved": c.resolved, "not_found": c.not_found, "timeouts": c.timeouts,
+        "evicted": c.evicted, "flushed": c.flushed, "updates": c.updates,
+        "refused": c.refused, "unmatched": c.unmatched,
+    })
+}
+
+fn txn_json(t: &TxnStats) -> Value {
+    json!({
+        "data_out": t.data_out, "retransmits": t.retransmits,
+        "rto_retransmits": t.rto_retransmits, "rtos": t.rtos, "data_in": t.data_in,
+        "duplicates": t.duplicates, "acks_out": t.acks_out, "acks_in": t.acks_in,
+        "nacks_out": t.nacks_out, "nacks_in": t.nacks_in, "bytes_out": t.bytes_out,
+        "bytes_in": t.bytes_in, "cwnd_grows": t.cwnd_grows, "cwnd_cuts": t.cwnd_cuts,
+    })
+}
+
+fn endpoint_json(e: &Stats) -> Value {
+    json!({
+        "opened": e.opened, "accepted": e.accepted, "refused": e.refused,
+        "completed": e.completed, "failed": e.failed, "bad_checksum": e.bad_checksum,
+        "malformed": e.malformed, "unknown_txn": e.unknown_txn, "late_opens": e.late_opens,
+        "out_of_window": e.out_of_window, "stale_acks": e.stale_acks,
+        "nack_suppressed": e.nack_suppressed,
+    })
+}
+
+/// Feed response bytes to `dec` to see its final head: whether the client
+/// connection must close after the response (it says `Connection: close`,
+/// its body ends by close, or it is broken).
+fn watch_response(dec: &mut ResponseDecoder, mut bytes: &[u8]) -> bool {
+    let mut close = false;
+    while !bytes.is_empty() {
+        match dec.decode(bytes) {
+            Ok((n, ev)) => {
+                if let Decoded::Head(h) = &ev {
+                    let interim = (100..200).contains(&h.status) && h.status != 101;
+                    if !interim && (!h.keep_alive() || dec.framing() == Some(Framing::UntilClose)) {
+                        close = true;
+                    }
+                }
+                if n == 0 {
+                    break;
+                }
+                bytes = &bytes[n..];
+            }
+            Err(_) => return true,
+        }
+    }
+    close
+}
+
+/// Replace the absolute-form `target` in the request line at the start of
+/// `head` by its origin form (the path, `/` if none).
+fn origin_form(head: &mut Vec<u8>, target: &str) {
+    let line_end = head
+        .windows(2)
+        .position(|w| w == b"\r\n")
+        .unwrap_or(head.len());
+    let Some(at) = head[..line_end]
+        .windows(target.len())
+        .position(|w| w == target.as_bytes())
+    else {
+        return;
+    };
+    let rest = target.strip_prefix("http://").unwrap_or(target);
+    let path = rest.find('/').map_or("/", |i| &rest[i..]);
+    head.splice(at..at + target.len(), path.bytes());
+}
+
+/// The service a request names: the authority of an absolute-form target
+/// (explicit proxy), else the `Host` header; without port, lowercased.
+fn request_name(h: &RequestHead) -> Option<Fqdn> {
+    let target = h
+        .target
+        .strip_prefix("http://")
+        .map(|rest| rest.split('/').next().unwrap_or(rest));
+    let host = match target {
+        Some(t) => t,
+        None => std::str::from_utf8(h.headers.get("host")?).ok()?,
+    };
+    let name = strip_port(host.trim()).to_ascii_lowercase();
+    Fqdn::new(&name).ok()
+}
+
+fn strip_port(h: &str) -> &str {
+    if h.starts_with('[') {
+        return h;
+    }
+    match h.rsplit_once(':') {
+        Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
+        _ => h,
+    }
+}
+
+/// A complete error response with a plain-text body saying why.
+fn error_response(status: u16, why: &str) -> Vec<u8> {
+    let reason = match status {
+        400 => "Bad Request",
+        413 => "Content Too Large",
+        431 => "Request Header Fields Too Large",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        504 => "Gateway Timeout",
+        _ => "Error",
+    };
+    let body = format!("nsff: {why}\n");
+    format!(
+        "HTTP/1.1 {status} {reason}\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+fn parse_gff(frame: &[u8]) -> Option<Result<(gff::Repr, core::ops::Range<usize>), &'static str>> {
+    if frame.get(12..14)? != ETHERTYPE_IPV6 || *frame.get(ETH_LEN + 6)? != gff::NEXT_HEADER {
+        return None;
+    }
+    let Some(ip) = frame.get(ETH_LEN..ETH_LEN + IPV6_LEN) else {
+        return Some(Err("gff_truncated"));
+    };
+    let plen = usize::from(u16::from_be_bytes([ip[4], ip[5]]));
+    let start = ETH_LEN + IPV6_LEN;
+    let Some(body) = frame.get(start..start + plen) else {
+        return Some(Err("gff_truncated"));
+    };
+    let Ok(pkt) = gff::Packet::new_checked(body) else {
+        return Some(Err("gff_malformed"));
+    };
+    let Ok(repr) = gff::Repr::parse(&pkt) else {
+        return Some(Err("gff_malformed"));
+    };
+    let mut src = [0; 16];
+    let mut dst = [0; 16];
+    src.copy_from_slice(&ip[8..24]);
+    dst.copy_from_slice(&ip[24..40]);
+    if repr.check_addrs(&src.into(), &dst.into()).is_err() {
+        return Some(Err("gff_path_mismatch"));
+    }
+    Some(Ok((repr, start + pkt.header_len()..start + plen)))
+}
+
+/// An Ethernet (broadcast) + IPv6 + GFF frame from `src` over `path`.
+fn gff_frame(src: EthernetAddress, path: PathId, msg_type: MessageType, payload: &[u8]) -> Vec<u8> {
+    let bcast = EthernetAddress::BROADCAST;
+    gff::ethernet_frame(bcast, src, path, msg_type, gff::HOP_LIMIT, payload)
+}
+
+impl Role for Nsff {
+    fn name(&self) -> &'static str {
+        "nsff"
+    }
+
+    fn start(&mut self, cx: &mut Context<'_>) {
+        if let Some(p) = cx.ports.get(self.cfg.fabric_port) {
+            let smoltcp::wire::HardwareAddress::Ethernet(m) = p.iface.hardware_addr();
+            self.mac = m;
+        } else {
+            log::warn!("nsff: fabric_port {} does not exist", self.cfg.fabric_port);
+        }
+        if self.cfg.client_port < cx.ports.len() {
+            for port in [self.cfg.http_port, self.cfg.proxy_port] {
+                if port == 0 {
+                    continue;
+                }
+                self.pools.push(ListenPool::new(
+                    IpListenEndpoint { addr: None, port },
+                    ListenConfig {
+                        listeners: self.cfg.listeners,
+                        max_connections: self.cfg.max_clients,
+                        rx_buffer: SOCK_BUF,
+                        tx_buffer: SOCK_BUF,
+                        timeout: Duration::from_secs(60),
+                    },
+                    "nsff.client_limit",
+                ));
+            }
+        } else {
+            log::warn!("nsff: client_port {} does not exist", self.cfg.client_port);
+        }
+        self.poll(cx);
+    }
+
+    fn poll(&mut self, cx: &mut Context<'_>) -> bool {
+        let mut any = false;
+        if self.register_now || self.next_register.is_some_and(|t| t <= cx.now) {
+            self.register(cx.now, cx.out, cx.stats);
+            any = true;
+        }
+        if self.ep.poll_timeout().is_some_and(|t| t <= cx.now) {
+            self.ep.handle_timeout(cx.now);
+        }
+        if self.cache.poll_timeout().is_some_and(|t| t <= cx.now) {
+            self.cache.handle_timeout(cx.now);
+        }
+        for (pi, pool) in self.pools.iter_mut().enumerate() {
+            let ps = &mut cx.ports[self.cfg.client_port];
+            for sock in pool.accept(&mut ps.sockets, cx.stats) {
+                cx.stats.bump("nsff.clients_accepted");
+                let id = self.next_client;
+                self.next_client += 1;
+                self.clients.insert(
+                    id,
+                    Client {
+                        pool: pi,
+                        sock,
+                        dec: RequestDecoder::new(Limits::default()),
+                        inbuf: Vec::new(),
+                        msg: Vec::new(),
+                        msg_done: false,
+                        up: Up::Idle,
+                        wbuf: Vec::new(),
+                        close_after: false,
+                        active: cx.now,
+                        rdec: ResponseDecoder::new(Limits::default()),
+                    },
+                );
+                any = true;
+            }
+        }
+        any |= self.health_checks(cx);
+        for _ in 0..8 {
+            let mut round = self.events(cx);
+            let ids: Vec<u64> = self.clients.keys().copied().collect();
+            for id in ids {
+                let Some(mut c) = self.clients.remove(&id) else {
+                    continue;
+                };
+                let (a, alive) = self.pump_client(cx, id, &mut c);
+                round |= a;
+                if alive {
+                    self.clients.insert(id, c);
+                } else {
+                    self.drop_client(cx, c);
+                    round = true;
+                }
+            }
+            let txns: Vec<Txn> = self.egress.keys().copied().collect();
+            for txn in txns {
+                let Some(mut e) = self.egress.remove(&txn) else {
+                    continue;
+                };
+                round |= self.pump_egress(cx, txn, &mut e);
+                self.egress.insert(txn, e);
+            }
+            round |= self.flush(cx.out, cx.stats);
+            self.sweep(cx);
+            any |= round;
+            if !round {
+                break;
+            }
+        }
+        any
+    }
+
+    fn poll_at(&self, now: Instant) -> Option<Instant> {
+        // Client idle checks: at most once a second while clients exist.
+        let clients = (!self.clients.is_empty()).then(|| now + Duration::from_secs(1));
+        let timeout = Duration::from_millis(self.cfg.health_timeout_ms);
+        let health = self
+            .health
+            .iter()
+            .filter_map(|h| match h.probe {
+                Some((_, started)) => Some(started + timeout),
+                None => h.next_probe,
+            })
+            .min();
+        [
+            self.ep.poll_timeout(),
+            self.cache.poll_timeout(),
+            self.next_register,
+            health,
+            clients,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    fn ingress(&mut self, cx: &mut FrameContext<'_>, port: usize, frame: &mut Vec<u8>) -> Verdict {
+        let Some(g) = parse_gff(frame) else {
+            if let Err(reason) = check_frame(frame) {
+                return Verdict::Drop(reason);
+            }
+            if port == self.cfg.client_port {
+                for p in &mut self.pools {
+                    p.note_frame(frame);
+                }
+            }
+            return Verdict::Pass;
+        };
+        let (repr, payload) = match g {
+            Ok(g) => g,
+            Err(reason) => return Verdict::Drop(reason),
+        };
+        if !repr.path_id.bit(self.cfg.link_in) {
+            return Verdict::Drop("nsff_gff_not_for_us");
+        }
+        cx.stats.bump("nsff.gff_received");
+        self.handle_gff(cx.now, cx.stats, &repr, &frame[payload]);
+        while let Some(t) = self.ep.poll_transmit() {
+            cx.out.inject(
+                self.cfg.fabric_port,
+                Direction::ToWire,
+                gff_frame(self.mac, t.path, t.msg_type, &t.payload),
+            );
+        }
+        Verdict::Consume
+    }
+
+    fn validate_ingress(&self) -> bool {
+        false
+    }
+
+    fn control(&mut self, _cx: &mut Context<'_>, _id: u64, args: &[String]) -> ControlReply {
+        let cmd = args.first().map(String::as_str).unwrap_or("");
+        let v = match cmd {
+            "cache" => json!({
+                "entries": self.cache.len(),
+                "pending": self.cache.pending(),
+                "stats": cache_json(self.cache.stats()),
+            }),
+            "txns" => json!({
+                "live": self.ep.len(),
+                "egress": self.egress.len(),
+                "ingress": self.txn_client.len(),
+                "stats": endpoint_json(self.ep.stats()),
+                "totals": txn_json(&self.ep.totals()),
+            }),
+            "sfs" => json!({
+                "nsff_id": self.me.value(),
+                "sfs": self.sfs.iter().zip(&self.health).map(|((f, a, p), h)| json!({
+                    "fqdn": f.as_str(), "addr": a.to_string(), "port": p,
+                    "healthy": h.healthy, "failed_probes": h.fails,
+                })).collect::<Vec<Value>>(),
+                "clients": self.clients.len(),
+                "sf_jobs": self.jobs.len(),
+            }),
+            "help" => json!({
+                "commands": [
+                    "cache: FQDN cache size, pending resolutions, counters",
+                    "txns: transport transactions and counters",
+                    "sfs: local service functions, client connections, SF exchanges",
+                    "help: this list (and the node commands ping, stats, ports)",
+                ],
+            }),
+            _ => return ControlReply::Unknown,
+        };
+        ControlReply::Now(v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn head(bytes: &[u8]) -> RequestHead {
+        let mut d = RequestDecoder::new(Limits::default());
+        match d.decode(bytes) {
+            Ok((_, Decoded::Head(h))) => h,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn name_from_host_or_absolute_target() {
+        let h = head(b"GET / HTTP/1.1\r\nHost: WWW.Example2.com:8080\r\n\r\n");
+        assert_eq!(request_name(&h).unwrap().as_str(), "www.example2.com");
+        let h = head(b"GET http://svc.example.org:80/x HTTP/1.1\r\nHost: other.example\r\n\r\n");
+        assert_eq!(request_name(&h).unwrap().as_str(), "svc.example.org");
+        let h = head(b"GET / HTTP/1.1\r\nHost: [fd00::1]:80\r\n\r\n");
+        assert!(request_name(&h).is_none());
+        let h = head(b"GET / HTTP/1.0\r\n\r\n");
+        assert!(request_name(&h).is_none());
+    }
+
+    #[test]
+    fn watched_responses_say_when_the_client_must_close() {
+        let w = |b: &[u8]| watch_response(&mut ResponseDecoder::new(Limits::default()), b);
+        assert!(!w(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"));
+        assert!(w(
+            b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok"
+        ));
+        assert!(w(b"HTTP/1.0 200 OK\r\n\r\nuntil close"));
+        assert!(w(b"HTTP/1.1 200 OK\r\n\r\nuntil close"));
+        assert!(!w(
+            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n"
+        ));
+        assert!(w(b"garbage\r\n\r\n"));
+        // Split anywhere: the same answer.
+        let r = b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok";
+        for cut in 0..r.len() {
+            let mut d = ResponseDecoder::new(Limits::default());
+            let a = watch_response(&mut d, &r[..cut]);
+            let b = watch_response(&mut d, &r[cut..]);
+            assert!(a || b, "cut {cut}");
+        }
+    }
+
+    #[test]
+    fn absolute_form_becomes_origin_form() {
+        let mut m = b"GET http://a.example:80/x?y HTTP/1.1\r\nHost: a.example\r\n\r\n".to_vec();
+        origin_form(&mut m, "http://a.example:80/x?y");
+        assert_eq!(m, b"GET /x?y HTTP/1.1\r\nHost: a.example\r\n\r\n");
+        let mut m = b"GET http://a.example HTTP/1.1\r\n\r\n".to_vec();
+        origin_form(&mut m, "http://a.example");
+        assert_eq!(m, b"GET / HTTP/1.1\r\n\r\n");
+    }
+
+    #[test]
+    fn error_responses_are_complete_messages() {
+        let r = error_response(502, "unknown service name");
+        let mut d = ResponseDecoder::new(Limits::default());
+        let (n, ev) = d.decode(&r).unwrap();
+        let Decoded::Head(h) = ev else {
+            panic!("{ev:?}")
+        };
+        assert_eq!(h.status, 502);
+        assert!(!h.keep_alive());
+        let (_, ev) = d.decode(&r[n..]).unwrap();
+        assert_eq!(ev, Decoded::Data(&b"nsff: unknown service name\n"[..]));
+    }
+
+    #[test]
+    fn bad_config_is_refused() {
+        let cfg = NsffConfig {
+            nsff_id: 255,
+            ..NsffConfig::default()
+        };
+        assert!(Nsff::new(cfg).is_err());
+        let cfg = NsffConfig {
+            sf: vec![crate::config::SfConfig {
+                fqdn: "bad name".into(),
+                addr: std::net::Ipv4Addr::LOCALHOST.into(),
+                port: 80,
+            }],
+            ..NsffConfig::default()
+        };
+        assert!(matches!(Nsff::new(cfg), Err(ConfigError::Fqdn(_))));
+    }
+
+    fn ingress(n: &mut Nsff, frame: &[u8]) -> Verdict {
+        let mut stats = Counters::default();
+        let mut out = Outbox::default();
+        let mut cx = FrameContext {
+            now: Instant::from_millis(0),
+            stats: &mut stats,
+            out: &mut out,
+        };
+        n.ingress(&mut cx, 0, &mut frame.to_vec())
+    }
+
+    fn node() -> Nsff {
+        Nsff::new(NsffConfig {
+            link_in: 2,
+            link_out: 3,
+            nr_links: vec![3, 0],
+            ..NsffConfig::default()
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn bad_gff_frames_are_dropped_by_reason() {
+        let mut n = node();
+        let mac = EthernetAddress([2, 0, 0, 0, 0, 1]);
+        let ours = PathId::ZERO.with(2).with(5);
+        let good = gff_frame(mac, ours, MessageType::PathUpdate, &[]);
+        // Not for us.
+        let other = gff_frame(mac, PathId::ZERO.with(7), MessageType::TransportData, &[1]);
+        assert_eq!(
+            ingress(&mut n, &other),
+            Verdict::Drop("nsff_gff_not_for_us")
+        );
+        // Truncated IPv6 payload.
+        assert_eq!(ingress(&mut n, &good[..60]), Verdict::Drop("gff_truncated"));
+        // Addresses disagree with the GFF copy of the pathID.
+        let mut bad = good.clone();
+        bad[14 + 8] ^= 0xff;
+        assert_eq!(ingress(&mut n, &bad), Verdict::Drop("gff_path_mismatch"));
+        // A malformed NR message for us is consumed and counted, never a panic.
+        assert_eq!(ingress(&mut n, &good), Verdict::Consume);
+        let garbage = gff_frame(mac, ours, MessageType::TransportData, &[0xff; 7]);
+        assert_eq!(ingress(&mut n, &garbage), Verdict::Consume);
+    }
+
+    #[test]
+    fn random_bytes_after_the_ipv6_header_never_panic() {
+        let mut n = node();
+        let mac = EthernetAddress([2, 0, 0, 0, 0, 1]);
+        let ours = PathId::ZERO.with(2);
+        let mut x: u64 = 0x1234_5678;
+        for len in 0..400usize {
+            let mut payload = vec![0u8; len % 97];
+            for b in &mut payload {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                *b = x as u8;
+            }
+            for t in 0..16u8 {
+                let mut f = gff_frame(mac, ours, MessageType::from(t), &payload);
+                let cut = len % (f.len() + 1);
+                let _ = ingress(&mut n, &f[..cut.max(54).min(f.len())]);
+                if let Some(b) = f.get_mut(54 + len % 40) {
+                    *b ^= x as u8;
+                }
+                let _ = ingress(&mut n, &f);
+            }
+        }
+    }
+}
