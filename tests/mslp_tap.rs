@@ -175,3 +175,119 @@ fn figure_1_mesh_scopes_durability_and_catch_up() {
         let _ = child.wait();
     }
 }
+
+/// Malformed SLP from a kernel namespace, then a registration flood past
+/// the table cap: each gets its RFC 2608 answer or is dropped and counted,
+/// the table stays at its cap, and the MDA keeps serving.
+const BAD: &str = r#"
+import socket, struct, sys
+def hdr(fn, body, ver=2, xid=0x1234, length=None, flags=0):
+    lang = b"en"
+    total = 16 + len(body) if length is None else length
+    return (struct.pack("!BB", ver, fn) + total.to_bytes(3, "big") + struct.pack("!H", flags)
+            + (0).to_bytes(3, "big") + struct.pack("!HH", xid, len(lang)) + lang + body)
+def s(x): return struct.pack("!H", len(x)) + x
+rq = lambda scope, pred=b"": s(b"") + s(b"service:printer") + s(scope) + s(pred) + s(b"")
+cases = [
+  ("garbage", b"\x01\x02\x03\x04\x05"),
+  ("version1", hdr(1, rq(b"y"), ver=1)),
+  ("unknown_fn", hdr(99, rq(b"y"))),
+  ("bad_scope", hdr(1, rq(b"nope"))),
+  ("truncated_body", hdr(1, s(b"") + s(b"service:printer"))),
+  ("length_mismatch", hdr(1, rq(b"y"), length=200)),
+  ("bad_predicate", hdr(1, rq(b"y", b"(a="))),
+]
+sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+sock.settimeout(1)
+def ask(msg):
+    sock.sendto(msg, (sys.argv[1], 427))
+    try:
+        data, _ = sock.recvfrom(65535)
+    except socket.timeout:
+        return "none"
+    off = 14 + struct.unpack("!H", data[12:14])[0]
+    return str(struct.unpack("!H", data[off:off + 2])[0])
+for name, msg in cases:
+    print(name, ask(msg))
+# The flood: unique registrations, past the cap.
+codes = {}
+for i in range(int(sys.argv[2])):
+    url = b"service:printer://10.0.0.10/flood%d" % i
+    entry = b"\x00" + struct.pack("!H", 600) + s(url) + b"\x00"
+    body = entry + s(b"service:printer") + s(b"y") + s(b"") + b"\x00"
+    # FRESH (0x4000): a new registration, not an update (else 13,
+    # INVALID_UPDATE, as the first version of this test learned).
+    c = ask(hdr(3, body, xid=i & 0xffff, flags=0x4000))
+    codes[c] = codes.get(c, 0) + 1
+print("flood", " ".join("%s=%d" % kv for kv in sorted(codes.items())))
+"#;
+
+#[test]
+fn malformed_slp_and_a_registration_flood_are_answered_and_bounded() {
+    if !root_or_skip() {
+        return;
+    }
+    let name = lab_name('m', 'b');
+    let text = format!(
+        r#"
+name = "{name}"
+[[segment]]
+name = "lan0"
+[[node]]
+name = "mda"
+role = "mda"
+[[node.port]]
+segment = "lan0"
+addrs = ["10.0.0.1/24"]
+[node.config]
+scopes = "y"
+max_registrations = 500
+[[host]]
+name = "ua"
+[[host.iface]]
+segment = "lan0"
+addrs = ["10.0.0.11/24"]
+"#
+    );
+    let lab = Lab::up(&name, &text);
+    let pid = pid_of(&lab, "mda");
+    let out = lab.exec("ua", 120, &["python3", "-c", BAD, "10.0.0.1", "800"]);
+    let got = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{got}");
+    // RFC 2608 §7 error codes: 9 VER_NOT_SUPPORTED, 4 SCOPE_NOT_SUPPORTED,
+    // 2 PARSE_ERROR; garbage and an unknown function are dropped.
+    for line in [
+        "garbage none",
+        "version1 9",
+        "unknown_fn none",
+        "bad_scope 4",
+        "truncated_body 2",
+        "length_mismatch 2",
+        "bad_predicate 2",
+        // 500 accepted, then DA_BUSY_NOW (11) for the rest.
+        "flood 0=500 11=300",
+    ] {
+        assert!(
+            got.lines().any(|l| l == line),
+            "expected {line:?} in\n{got}"
+        );
+    }
+    let stats = lab.stats("mda");
+    for c in [
+        "drop.mda.parse_version",
+        "drop.mda.parse_function",
+        "drop.mda.parse_syntax",
+        "drop.mda.parse_length",
+        "drop.mda.parse_truncated",
+    ] {
+        assert!(
+            stats["named"][c].as_u64().unwrap_or(0) >= 1,
+            "{c} not counted: {stats:#}"
+        );
+    }
+    let regs = lab.ctl("mda", &["registrations"]);
+    let n = regs.as_array().map(Vec::len).unwrap_or(0);
+    assert_eq!(n, 500, "the table must stop at its cap");
+    assert_eq!(pid_of(&lab, "mda"), pid, "the MDA restarted or died");
+    lab.down();
+}
