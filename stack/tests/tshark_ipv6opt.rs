@@ -3,7 +3,6 @@
 //! and with good upper-layer checksums (after insertion and after an address
 //! rewrite). Skips, saying so, when `tshark` is not on PATH (CI installs it).
 
-use std::io::Write;
 use std::process::Command;
 
 use etherparse::{IpHeaders, IpNumber, Ipv6Extensions, Ipv6FlowLabel, Ipv6Header, PacketBuilder};
@@ -11,7 +10,7 @@ use svcroute_stack::shim::edit::{self, AddrField};
 use svcroute_stack::wire::ipv6opt::{OptionRepr, OptionType};
 
 mod common;
-use common::pcap;
+use common::tshark_lines;
 
 const SRC: [u8; 16] = [0xfd, 0x00, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x01];
 const DST: [u8; 16] = [0xfd, 0x00, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x02];
@@ -66,46 +65,20 @@ fn tshark_decodes_our_options() {
     let three = OptionRepr::new(OptionType::Sticky, &[0x5a; 3]).unwrap();
     edit::insert_dest_opts(&mut pad1, &[three]).unwrap();
 
-    let path = std::env::temp_dir().join(format!("svcroute-ipv6opt-{}.pcap", std::process::id()));
-    std::fs::File::create(&path)
-        .and_then(|mut f| f.write_all(&pcap(&[udp, moved, tcp, pad1])))
-        .unwrap();
-    let out = Command::new("tshark")
-        .arg("-r")
-        .arg(&path)
-        .args([
-            "-o",
-            "udp.check_checksum:TRUE",
-            "-o",
-            "tcp.check_checksum:TRUE",
-        ])
-        .args(["-T", "fields", "-E", "separator=|", "-E", "aggregator=,"])
-        .args([
-            "-e",
+    let lines = tshark_lines(
+        "ipv6opt",
+        &[udp, moved, tcp, pad1],
+        &[
             "ipv6.opt.type",
-            "-e",
             "ipv6.opt.length",
-            "-e",
             "ipv6.dstopts.nxt",
-        ])
-        .args([
-            "-e",
             "udp.checksum.status",
-            "-e",
             "tcp.checksum.status",
-            "-e",
             "_ws.expert",
-        ])
-        .output()
-        .unwrap();
-    let _ = std::fs::remove_file(&path);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "tshark failed: {}",
-        String::from_utf8_lossy(&out.stderr)
+        ],
     );
-    let lines: Vec<&str> = stdout.lines().collect();
+    let stdout = lines.join("\n");
+    let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
     eprintln!("{stdout}");
     assert_eq!(lines.len(), 4, "{stdout}");
     // Checksum status 1 = good; no expert info (malformed, bad checksum, ...).

@@ -6,7 +6,6 @@
 //! datagram (`wire::igp`) on UDP port 7470. Skips, saying so, when `tshark`
 //! is not on PATH (CI installs it).
 
-use std::io::Write;
 use std::process::Command;
 
 use etherparse::{IpHeaders, IpNumber, Ipv6Extensions, Ipv6FlowLabel, Ipv6Header, PacketBuilder};
@@ -20,7 +19,7 @@ use svcroute_stack::wire::rosa::{
 use svcroute_stack::wire::sticky::{Apn6Id, StickyDst, StickyTlv};
 
 mod common;
-use common::pcap;
+use common::tshark_lines;
 
 const SRC: [u8; 16] = [0xfd, 0x00, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x01];
 const DST: [u8; 16] = [0xfd, 0x00, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x02];
@@ -175,47 +174,20 @@ fn tshark_decodes_rosa_and_sticky_options() {
     frames.push(frame(false, igp::PORT, &hello));
     want.push("|||1||".to_string());
 
-    let path = std::env::temp_dir().join(format!("svcroute-rosa-{}.pcap", std::process::id()));
-    std::fs::File::create(&path)
-        .and_then(|mut f| f.write_all(&pcap(&frames)))
-        .unwrap();
-    let out = Command::new("tshark")
-        .arg("-r")
-        .arg(&path)
-        .args([
-            "-o",
-            "udp.check_checksum:TRUE",
-            "-o",
-            "tcp.check_checksum:TRUE",
-        ])
-        .args(["-T", "fields", "-E", "separator=|", "-E", "aggregator=,"])
-        .args([
-            "-e",
+    let lines = tshark_lines(
+        "rosa",
+        &frames,
+        &[
             "ipv6.opt.type",
-            "-e",
             "ipv6.opt.length",
-            "-e",
             "ipv6.dstopts.nxt",
-        ])
-        .args([
-            "-e",
             "udp.checksum.status",
-            "-e",
             "tcp.checksum.status",
-            "-e",
             "_ws.expert",
-        ])
-        .output()
-        .unwrap();
-    let _ = std::fs::remove_file(&path);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "tshark failed: {}",
-        String::from_utf8_lossy(&out.stderr)
+        ],
     );
-    eprintln!("{stdout}");
-    let lines: Vec<&str> = stdout.lines().collect();
+    let stdout = lines.join("\n");
+    let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
     assert_eq!(lines.len(), want.len(), "{stdout}");
     // Checksum status 1 = good; the last field (expert info: malformed,
     // bad checksum, ...) must be empty.

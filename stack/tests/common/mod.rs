@@ -21,3 +21,38 @@ pub(crate) fn pcap(frames: &[Vec<u8>]) -> Vec<u8> {
     }
     out
 }
+
+/// Write `frames` to a temporary pcap named after `tag`, run tshark on it
+/// with TCP and UDP checksum validation and `-T fields` for `fields`
+/// (separator `|`, multi-values joined by `,`), and return its output lines.
+#[allow(dead_code)] // not every tshark test uses it
+pub(crate) fn tshark_lines(tag: &str, frames: &[Vec<u8>], fields: &[&str]) -> Vec<String> {
+    use std::io::Write as _;
+    let path = std::env::temp_dir().join(format!("svcroute-{tag}-{}.pcap", std::process::id()));
+    std::fs::File::create(&path)
+        .and_then(|mut f| f.write_all(&pcap(frames)))
+        .unwrap();
+    let mut cmd = std::process::Command::new("tshark");
+    cmd.arg("-r").arg(&path);
+    cmd.args([
+        "-o",
+        "udp.check_checksum:TRUE",
+        "-o",
+        "tcp.check_checksum:TRUE",
+    ]);
+    cmd.args(["-T", "fields", "-E", "separator=|", "-E", "aggregator=,"]);
+    for f in fields {
+        cmd.args(["-e", f]);
+    }
+    let out = cmd.output().unwrap();
+    let _ = std::fs::remove_file(&path);
+    assert!(
+        out.status.success(),
+        "tshark failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
