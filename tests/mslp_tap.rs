@@ -176,6 +176,28 @@ fn figure_1_mesh_scopes_durability_and_catch_up() {
     }
 }
 
+/// 30 TCP connects to port 427 at once, more than the MDA's 4 listeners:
+/// all must be accepted (the listen pool arms one per SYN).
+const BURST: &str = r#"
+import socket, sys, time
+socks = []
+for i in range(30):
+    s = socket.socket(); s.setblocking(False)
+    try: s.connect((sys.argv[1], 427))
+    except BlockingIOError: pass
+    socks.append(s)
+deadline = time.time() + 10
+while time.time() < deadline:
+    ok = 0
+    for s in socks:
+        try:
+            s.getpeername(); ok += 1
+        except OSError: pass
+    if ok == len(socks): break
+    time.sleep(0.1)
+print("established", ok)
+"#;
+
 /// Malformed SLP from a kernel namespace, then a registration flood past
 /// the table cap: each gets its RFC 2608 answer or is dropped and counted,
 /// the table stays at its cap, and the MDA keeps serving.
@@ -285,6 +307,9 @@ addrs = ["10.0.0.11/24"]
             "{c} not counted: {stats:#}"
         );
     }
+    let out = lab.exec("ua", 30, &["python3", "-c", BURST, "10.0.0.1"]);
+    let burst = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(burst.trim(), "established 30", "a SYN burst was refused");
     let regs = lab.ctl("mda", &["registrations"]);
     let n = regs.as_array().map(Vec::len).unwrap_or(0);
     assert_eq!(n, 500, "the table must stop at its cap");

@@ -21,6 +21,7 @@ use smoltcp::iface::SocketHandle;
 use smoltcp::socket::{tcp, udp};
 use smoltcp::time::{Duration, Instant};
 use smoltcp::wire::{IpAddress, IpListenEndpoint, Ipv4Address};
+use svcroute_stack::listen::{ListenConfig, ListenPool};
 use svcroute_stack::runtime::{Context, ControlReply, FrameContext, Role};
 use svcroute_stack::shim::Verdict;
 use svcroute_stack::wire::slp::{self, AttrList, ScopeList};
@@ -167,7 +168,7 @@ pub struct Mda {
     udp: Option<SocketHandle>,
     /// Sends what the MDA originates (and reads the answers to probes).
     probe: Option<SocketHandle>,
-    listening: Vec<SocketHandle>,
+    listen: ListenPool,
     conns: BTreeMap<ConnId, ConnState>,
     closing: Vec<SocketHandle>,
     next_port: u16,
@@ -219,7 +220,18 @@ impl Mda {
             core: None,
             udp: None,
             probe: None,
-            listening: Vec::new(),
+            listen: ListenPool::new(
+                slp::PORT,
+                ListenConfig {
+                    listeners: cfg.listeners.max(1),
+                    max_connections: cfg.max_connections,
+                    rx_buffer: cfg.tcp_buffer,
+                    tx_buffer: cfg.tcp_buffer,
+                    // As new_tcp: smoltcp gives up on unacknowledged data.
+                    timeout: Duration::from_secs(cfg.timeout_s.max(1)),
+                },
+                "mda.connection_limit",
+            ),
             conns: BTreeMap::new(),
             closing: Vec::new(),
             failed: false,
@@ -287,16 +299,9 @@ impl Mda {
             return false;
         };
         let mut any = false;
-        let mut fresh = Vec::new();
-        self.listening.retain(|&h| {
-            let s = port.sockets.get::<tcp::Socket>(h);
-            if s.state() == tcp::State::Listen {
-                return true;
-            }
-            fresh.push((h, s.remote_endpoint()));
-            false
-        });
-        for (h, remote) in fresh {
+        let fresh = self.listen.accept(&mut port.sockets, cx.stats);
+        for h in fresh {
+            let remote = port.sockets.get::<tcp::Socket>(h).remote_endpoint();
             any = true;
             let id = remote.and_then(|r| core.tcp_accepted(cx.now, r));
             match id {
@@ -316,15 +321,9 @@ impl Mda {
                 None => {
                     port.sockets.get_mut::<tcp::Socket>(h).abort();
                     self.closing.push(h);
+                    self.listen.release();
                 }
             }
-        }
-        while self.listening.len() < self.cfg.listeners.max(1) {
-            let mut s = new_tcp(&self.cfg);
-            if s.listen(slp::PORT).is_err() {
-                break;
-            }
-            self.listening.push(port.sockets.add(s));
         }
         any
     }
@@ -423,6 +422,9 @@ impl Mda {
         }
         for id in gone {
             if let Some(c) = self.conns.remove(&id) {
+                if !c.outbound {
+                    self.listen.release();
+                }
                 let sock = port.sockets.get_mut::<tcp::Socket>(c.handle);
                 sock.close();
                 self.closing.push(c.handle);
@@ -568,6 +570,9 @@ impl Mda {
         }
         for id in done {
             if let Some(c) = self.conns.remove(&id) {
+                if !c.outbound {
+                    self.listen.release();
+                }
                 self.closing.push(c.handle);
             }
         }
@@ -704,11 +709,13 @@ impl Role for Mda {
         &mut self,
         _cx: &mut FrameContext<'_>,
         _port: usize,
-        _frame: &mut Vec<u8>,
+        frame: &mut Vec<u8>,
     ) -> Verdict {
         if self.down {
             return Verdict::Drop("mda_down");
         }
+        // A listener per SYN before smoltcp sees the batch (stack::listen).
+        self.listen.note_frame(frame);
         Verdict::Pass
     }
 
