@@ -182,7 +182,19 @@ pub(crate) fn port_config(node: &str, index: usize, p: &PortFile) -> Result<Port
         gateways,
         mtu: 1500,
         max_burst: (p.max_burst > 0).then_some(p.max_burst),
+        random_seed: Some(fresh_seed()?),
     })
+}
+
+/// 64 bits from the system's random source, for smoltcp's random numbers
+/// (initial sequence numbers differ across restarts of the same node).
+fn fresh_seed() -> Result<u64> {
+    use ring::rand::SecureRandom;
+    let mut b = [0; 8];
+    ring::rand::SystemRandom::new()
+        .fill(&mut b)
+        .map_err(|_| anyhow::anyhow!("the system random source failed"))?;
+    Ok(u64::from_le_bytes(b))
 }
 
 /// A stable locally administered MAC from node name and port index.

@@ -70,6 +70,17 @@ fn kill9(pid: u64) {
     );
 }
 
+/// What `node` says about itself, and its restart log, for a failure message.
+fn diagnose(lab: &Lab, node: &str) -> String {
+    let log = std::fs::read_to_string(lab.run_dir().join(format!("{node}.restart.log")))
+        .unwrap_or_default();
+    format!(
+        "{node} summary: {}\n{node} stats: {}\n{node} restart log:\n{log}",
+        lab.ctl(node, &["summary"]),
+        lab.stats(node)
+    )
+}
+
 /// Start `node` again in the lab namespace, as `lab up` does, on the same
 /// node file and state directory. `lab down` stops it; the caller reaps it.
 fn restart(lab: &Lab, node: &str) -> std::process::Child {
@@ -156,7 +167,8 @@ fn figure_1_mesh_scopes_durability_and_catch_up() {
     assert_eq!(
         found(&lab, 2, "x", x),
         Some(true),
-        "an acknowledged registration was lost"
+        "an acknowledged registration was lost\n{}",
+        diagnose(&lab, "mda2")
     );
 
     // MDA2 down while MDA1 accepts a registration; back up, it catches up.
@@ -166,7 +178,9 @@ fn figure_1_mesh_scopes_durability_and_catch_up() {
     let second = restart(&lab, "mda2");
     assert!(
         eventually_found(&lab, 2, "x", late),
-        "mda2 did not catch up by anti-entropy"
+        "mda2 did not catch up by anti-entropy\n{}\nmda1 peers: {}",
+        diagnose(&lab, "mda2"),
+        lab.ctl("mda1", &["peers"])
     );
     assert_eq!(found(&lab, 2, "y", y), Some(true));
 

@@ -31,6 +31,7 @@
 pub mod ctl;
 pub mod http;
 pub mod listen;
+pub mod neighbor;
 pub mod phy;
 pub mod runtime;
 pub mod shim;

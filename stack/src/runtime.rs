@@ -27,6 +27,7 @@ use smoltcp::time::{Duration, Instant};
 use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, IpCidr};
 
 use crate::ctl::{ControlServer, Request};
+use crate::neighbor::{Action, Neighbors};
 use crate::phy::queue::QueueDevice;
 use crate::phy::Link;
 use crate::shim::{Direction, Outbox, Verdict};
@@ -52,6 +53,12 @@ pub struct PortConfig {
     pub mtu: usize,
     /// Limit on TCP segments smoltcp sends per poll, if any.
     pub max_burst: Option<usize>,
+    /// Seed of smoltcp's random numbers (TCP initial sequence numbers,
+    /// ephemeral ports, IP IDs). `None` derives it from the port name and
+    /// MAC: reproducible, for simulations. A real node passes fresh
+    /// randomness so a restarted node does not reuse its previous
+    /// incarnation's sequence numbers on the same ports (RFC 6528).
+    pub random_seed: Option<u64>,
 }
 
 /// The smoltcp half of a port: what a role touches.
@@ -64,6 +71,8 @@ pub struct PortStack {
     pub sockets: SocketSet<'static>,
     /// The default gateways configured on this port.
     pub gateways: Vec<IpAddress>,
+    neighbors: Neighbors,
+    ephemeral_port: u16,
     dev: QueueDevice,
 }
 
@@ -72,7 +81,11 @@ impl PortStack {
         let mut dev = QueueDevice::new(cfg.mtu);
         dev.set_max_burst(cfg.max_burst);
         let mut icfg = Config::new(HardwareAddress::Ethernet(cfg.mac));
-        icfg.random_seed = seed_from(&cfg.name, cfg.mac);
+        icfg.random_seed = cfg
+            .random_seed
+            .unwrap_or_else(|| seed_from(&cfg.name, cfg.mac));
+        // RFC 6056: ephemeral ports start at a random point of 49152..=65535.
+        let ephemeral_port = 49_152 + (icfg.random_seed.rotate_left(17) % 16_384) as u16;
         let mut iface = Interface::new(icfg, &mut dev, now);
         iface.update_ip_addrs(|a| {
             for cidr in &cfg.addrs {
@@ -96,8 +109,24 @@ impl PortStack {
             iface,
             sockets: SocketSet::new(Vec::new()),
             gateways: cfg.gateways.clone(),
+            neighbors: Neighbors::new(cfg.mac),
+            ephemeral_port,
             dev,
         }
+    }
+
+    /// Where a role should start allocating local ports for the connections
+    /// it opens (49152..=65535). Drawn from the port's random seed, so a
+    /// restarted node does not reopen its previous incarnation's 4-tuples,
+    /// which peers may still hold as established (RFC 6056); reproducible in
+    /// simulations.
+    pub fn ephemeral_port(&self) -> u16 {
+        self.ephemeral_port
+    }
+
+    /// The neighbour assist's table of this port (see [`crate::neighbor`]).
+    pub fn neighbors(&self) -> &Neighbors {
+        &self.neighbors
     }
 }
 
@@ -134,6 +163,35 @@ pub struct Context<'a> {
     pub out: &'a mut Outbox,
     /// Answers to control requests the role deferred ([`ControlReply::Later`]).
     pub replies: &'a mut Vec<(u64, Value)>,
+}
+
+impl Context<'_> {
+    /// Make sure smoltcp on port `port` can reach `addr` (or the gateway
+    /// toward it) without waiting out its one-request-per-second limit: the
+    /// neighbour assist tells smoltcp a binding it already knows, or sends
+    /// its own ARP request / Neighbor Solicitation (at most one per
+    /// neighbour per second). Call it before talking to a neighbour, e.g.
+    /// before opening a connection to a peer. See [`crate::neighbor`].
+    pub fn resolve(&mut self, port: usize, addr: IpAddress) {
+        let Some(p) = self.ports.get_mut(port) else {
+            return;
+        };
+        let action = p
+            .neighbors
+            .resolve(self.now, addr, p.iface.ip_addrs(), &p.gateways);
+        match action {
+            Action::ToStack(frame) => {
+                self.stats.bump("neighbor.told");
+                p.dev.rx.push_back(frame);
+            }
+            Action::ToWire(frame) => {
+                self.stats.bump("neighbor.asked");
+                p.dev.tx.push_back(frame);
+            }
+            Action::OffLink => self.stats.bump("neighbor.off_link"),
+            Action::None | Action::Waiting => {}
+        }
+    }
 }
 
 /// What a role sees while its shim handles one frame.
@@ -389,6 +447,7 @@ impl<L: Link, R: Role> Node<L, R> {
                             "addrs": p.iface.ip_addrs().iter().map(|a| a.to_string()).collect::<Vec<_>>(),
                             "mtu": l.mtu(),
                             "sockets": p.sockets.iter().count(),
+                            "neighbors": p.neighbors.len(),
                         })
                     })
                     .collect(),
@@ -456,7 +515,15 @@ impl<L: Link, R: Role> Node<L, R> {
                     out: &mut self.out,
                 };
                 match self.role.ingress(&mut fcx, i, &mut buf) {
-                    Verdict::Pass => p.dev.rx.push_back(buf),
+                    Verdict::Pass => {
+                        if let Action::ToStack(synth) =
+                            p.neighbors.glean(now, &buf, p.iface.ip_addrs())
+                        {
+                            self.stats.bump("neighbor.gleaned");
+                            p.dev.rx.push_back(synth);
+                        }
+                        p.dev.rx.push_back(buf);
+                    }
                     Verdict::Consume => p.dev.recycle(buf),
                     Verdict::Drop(reason) => {
                         self.stats.drop(reason);

@@ -28,6 +28,10 @@ use svcroute_stack::wire::slp::{self, AttrList, ScopeList};
 
 use crate::core::{self, ConnId, Event, Record, Transmit};
 
+/// How long the probe socket may hold an unsendable datagram (its peer's
+/// address does not resolve) before it is flushed.
+const PROBE_STUCK: Duration = Duration::from_secs(3);
+
 /// Configuration of the `mda` role (TOML table `[mda]`). Every key is
 /// optional; see `docs/mda.md`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -175,6 +179,8 @@ pub struct Mda {
     failed: bool,
     down: bool,
     multicast_joined: bool,
+    /// Since when the probe socket has held an unsent datagram.
+    probe_stuck_since: Option<Instant>,
 }
 
 impl Mda {
@@ -209,7 +215,7 @@ impl Mda {
         }
         Ok(Self {
             name: name.to_owned(),
-            next_port: 49_152 + (seed % 8192) as u16,
+            next_port: 49_152,
             cfg: MdaConfig { seed, ..cfg },
             scopes,
             attrs,
@@ -237,6 +243,7 @@ impl Mda {
             failed: false,
             down: false,
             multicast_joined: false,
+            probe_stuck_since: None,
         })
     }
 
@@ -328,23 +335,25 @@ impl Mda {
         any
     }
 
+    /// Datagrams to port 427, and the answers to our probes (DAAdverts sent
+    /// back to the probe socket's port).
     fn read_udp(&mut self, cx: &mut Context<'_>) -> bool {
-        let (Some(h), Some(port), Some(core)) =
-            (self.udp, cx.ports.first_mut(), self.core.as_mut())
-        else {
+        let (Some(port), Some(core)) = (cx.ports.first_mut(), self.core.as_mut()) else {
             return false;
         };
-        let sock = port.sockets.get_mut::<udp::Socket>(h);
         let mut any = false;
-        for _ in 0..256 {
-            match sock.recv() {
-                Ok((data, meta)) => {
-                    let mcast = meta.local_address.is_some_and(|a| a.is_multicast());
-                    core.handle_udp(cx.now, meta.endpoint, data, mcast);
-                    any = true;
+        for h in [self.udp, self.probe].into_iter().flatten() {
+            let sock = port.sockets.get_mut::<udp::Socket>(h);
+            for _ in 0..256 {
+                match sock.recv() {
+                    Ok((data, meta)) => {
+                        let mcast = meta.local_address.is_some_and(|a| a.is_multicast());
+                        core.handle_udp(cx.now, meta.endpoint, data, mcast);
+                        any = true;
+                    }
+                    Err(udp::RecvError::Truncated) => cx.stats.drop("mda_udp_truncated"),
+                    Err(udp::RecvError::Exhausted) => break,
                 }
-                Err(udp::RecvError::Truncated) => cx.stats.drop("mda_udp_truncated"),
-                Err(udp::RecvError::Exhausted) => break,
             }
         }
         any
@@ -469,6 +478,9 @@ impl Mda {
                     }
                 }
                 Event::Connect { conn, to } => {
+                    // A mesh opens to several peers at once: resolve each
+                    // without smoltcp's one-per-second limit.
+                    cx.resolve(0, to.addr);
                     let Some(port) = cx.ports.first_mut() else {
                         continue;
                     };
@@ -517,6 +529,9 @@ impl Mda {
             }
             match t {
                 Transmit::Udp { to, bytes, reply } => {
+                    if !reply {
+                        cx.resolve(0, to.addr);
+                    }
                     let h = if reply { self.udp } else { self.probe };
                     let (Some(h), Some(port)) = (h, cx.ports.first_mut()) else {
                         continue;
@@ -543,6 +558,32 @@ impl Mda {
             cx.stats.add(k, n);
         }
         any
+    }
+
+    /// smoltcp sends a UDP socket's datagrams in order, so a probe to a peer
+    /// whose address never resolves (it is down) would hold back every later
+    /// probe. After [`PROBE_STUCK`] with a datagram queued, drop what the
+    /// probe socket holds (counted) and rebind it.
+    fn unstick_probe(&mut self, cx: &mut Context<'_>) {
+        let (Some(h), Some(port)) = (self.probe, cx.ports.first_mut()) else {
+            return;
+        };
+        let sock = port.sockets.get_mut::<udp::Socket>(h);
+        if sock.send_queue() == 0 {
+            self.probe_stuck_since = None;
+            return;
+        }
+        let since = *self.probe_stuck_since.get_or_insert(cx.now);
+        if cx.now - since < PROBE_STUCK {
+            return;
+        }
+        let endpoint = sock.endpoint();
+        sock.close();
+        if sock.bind(endpoint).is_err() {
+            log::error!("{}: cannot rebind the probe socket", self.name);
+        }
+        self.probe_stuck_since = None;
+        cx.stats.drop("mda_probe_unresolved");
     }
 
     fn flush_tcp(&mut self, cx: &mut Context<'_>) -> bool {
@@ -648,6 +689,9 @@ impl Role for Mda {
         let Some(port) = cx.ports.first_mut() else {
             return;
         };
+        // Not the ports a previous incarnation used: peers may still hold
+        // those connections as established and drop our new SYNs.
+        self.next_port = port.ephemeral_port();
         let mk =
             || udp::PacketBuffer::new(vec![udp::PacketMetadata::EMPTY; 128], vec![0; 128 * 1500]);
         let mut sock = udp::Socket::new(mk(), mk());
@@ -695,6 +739,7 @@ impl Role for Mda {
         }
         any |= self.drain(cx);
         any |= self.flush_tcp(cx);
+        self.unstick_probe(cx);
         any
     }
 
@@ -702,7 +747,12 @@ impl Role for Mda {
         if self.down {
             return None;
         }
-        self.core.as_ref().and_then(core::Mda::poll_timeout)
+        let core = self.core.as_ref().and_then(core::Mda::poll_timeout);
+        let unstick = self.probe_stuck_since.map(|t| t + PROBE_STUCK);
+        match (core, unstick) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     fn ingress(

@@ -1286,6 +1286,10 @@ impl Role for Nsff {
         } else {
             log::warn!("nsff: fabric_port {} does not exist", self.cfg.fabric_port);
         }
+        if let Some(p) = cx.ports.get(self.cfg.sf_port()) {
+            // Fresh 4-tuples after a restart (RFC 6056).
+            self.next_local_port = p.ephemeral_port();
+        }
         if self.cfg.client_port < cx.ports.len() {
             for port in [self.cfg.http_port, self.cfg.proxy_port] {
                 if port == 0 {

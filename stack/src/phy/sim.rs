@@ -720,6 +720,7 @@ pub fn port_config(name: &str, subnet: u8, host: u8) -> PortConfig {
         gateways: Vec::new(),
         mtu: 1500,
         max_burst: None,
+        random_seed: None,
     }
 }
 
