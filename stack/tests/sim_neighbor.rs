@@ -233,8 +233,8 @@ impl CachedClient {
         };
         match eth.ethertype() {
             EthernetProtocol::Arp => ArpPacket::new_checked(eth.payload()).is_ok_and(|a| {
-                IpAddress::from(Ipv4Address::from_octets(
-                    a.target_protocol_addr().try_into().unwrap(),
+                IpAddress::from(Ipv4Address::from(
+                    <[u8; 4]>::try_from(a.target_protocol_addr()).unwrap(),
                 )) == self.ip(2)
             }),
             EthernetProtocol::Ipv6 => Ipv6Packet::new_checked(eth.payload()).is_ok_and(|p| {
