@@ -125,6 +125,13 @@ pub trait Persist {
     /// Make `record` durable (fsync) before returning.
     fn persist(&mut self, record: &Record) -> io::Result<()>;
 
+    /// Make every record of `records` durable, in order, before returning:
+    /// one sync for the lot where the store can (the driver hands over all
+    /// the updates of one poll before it sends their acknowledgements).
+    fn persist_batch(&mut self, records: &[Record]) -> io::Result<()> {
+        records.iter().try_for_each(|r| self.persist(r))
+    }
+
     /// Whether the store would like to be compacted (its log grew long).
     fn wants_compaction(&self) -> bool {
         false
@@ -450,31 +457,13 @@ impl Mda {
             return false;
         };
         let mut any = false;
+        let mut batch = Vec::new();
         while let Some(e) = core.poll_event() {
             any = true;
             match e {
                 Event::Persist(r) => {
-                    if self.failed {
-                        continue;
-                    }
-                    if let Err(err) = self.persist.persist(&r) {
-                        log::error!("{}: persisting failed, failing stop: {err}", self.name);
-                        cx.stats.bump("mda.persist_failed");
-                        self.failed = true;
-                    } else if self.persist.wants_compaction() {
-                        // Everything persisted so far is in the state; the
-                        // snapshot replaces the log durably.
-                        match self.persist.compact(&core.snapshot()) {
-                            Ok(()) => cx.stats.bump("mda.compactions"),
-                            Err(err) => {
-                                log::error!(
-                                    "{}: compaction failed, failing stop: {err}",
-                                    self.name
-                                );
-                                cx.stats.bump("mda.persist_failed");
-                                self.failed = true;
-                            }
-                        }
+                    if !self.failed {
+                        batch.push(r);
                     }
                 }
                 Event::Connect { conn, to } => {
@@ -519,6 +508,29 @@ impl Mda {
                 }
                 Event::PeerUp(u) => log::info!("{}: peer up {u}", self.name),
                 Event::PeerDown(u) => log::info!("{}: peer down {u}", self.name),
+            }
+        }
+        // Every update of this poll becomes durable, with one sync, before
+        // any of their acknowledgements (queued below) goes out.
+        if !batch.is_empty() {
+            if let Err(err) = self.persist.persist_batch(&batch) {
+                log::error!("{}: persisting failed, failing stop: {err}", self.name);
+                cx.stats.bump("mda.persist_failed");
+                self.failed = true;
+            } else {
+                cx.stats.add("mda.persist_batches", 1);
+                if self.persist.wants_compaction() {
+                    // Everything persisted so far is in the state; the
+                    // snapshot replaces the log durably.
+                    match self.persist.compact(&core.snapshot()) {
+                        Ok(()) => cx.stats.bump("mda.compactions"),
+                        Err(err) => {
+                            log::error!("{}: compaction failed, failing stop: {err}", self.name);
+                            cx.stats.bump("mda.persist_failed");
+                            self.failed = true;
+                        }
+                    }
+                }
             }
         }
         while let Some(t) = core.poll_transmit() {
@@ -663,9 +675,10 @@ fn new_tcp(cfg: &MdaConfig) -> tcp::Socket<'static> {
     s
 }
 
-/// SLP time (µs since 1900-01-01 UTC) at smoltcp's `Instant::ZERO` when the
-/// node clock is `smoltcp::time::Instant::now()` (µs since 1970): a driver
-/// helper for the binary.
+/// SLP time (µs since 1900-01-01 UTC) now: the `wall_us_at_zero` of a node
+/// whose clock starts at `Instant::ZERO` now, as `stack::runtime::run`'s
+/// does (it starts counting when called, just after the node is built). A
+/// driver helper for the binary.
 #[allow(clippy::disallowed_methods)]
 pub fn wall_us_at_zero_now() -> u64 {
     /// µs from 1900-01-01 to 1970-01-01.
@@ -673,8 +686,26 @@ pub fn wall_us_at_zero_now() -> u64 {
     let wall = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_micros() as u64);
-    let inst = Instant::now().total_micros();
-    (EPOCH_1970_US + wall).saturating_add_signed(-inst)
+    EPOCH_1970_US + wall
+}
+
+#[cfg(test)]
+mod clock_test {
+    /// The SLP clock of a node started now reads today's date, not 1970
+    /// plus its uptime (as it once did: every boot timestamp was ~1 s).
+    #[test]
+    #[allow(clippy::disallowed_methods)]
+    fn slp_time_at_start_is_the_wall_clock() {
+        let unix_s = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let slp_s = super::wall_us_at_zero_now() / 1_000_000;
+        assert!(
+            slp_s.abs_diff(unix_s + 2_208_988_800) <= 5,
+            "{slp_s} vs {unix_s}"
+        );
+    }
 }
 
 impl Role for Mda {

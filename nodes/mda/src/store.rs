@@ -33,6 +33,10 @@ impl Persist for WalStore {
         self.wal.append(record).map_err(to_io)
     }
 
+    fn persist_batch(&mut self, records: &[Record]) -> io::Result<()> {
+        self.wal.append_batch(records).map_err(to_io)
+    }
+
     fn wants_compaction(&self) -> bool {
         self.wal.should_compact()
     }
@@ -74,6 +78,11 @@ mod test {
         {
             let (mut st, records) = WalStore::open(&dir).unwrap();
             assert_eq!(records.iter().map(hwm).collect::<Vec<_>>(), [1, 2, 3]);
+            st.persist_batch(&[mark(4), mark(5)]).unwrap();
+        }
+        {
+            let (mut st, records) = WalStore::open(&dir).unwrap();
+            assert_eq!(records.iter().map(hwm).collect::<Vec<_>>(), [1, 2, 3, 4, 5]);
             st.compact(&[mark(9)]).unwrap();
             st.persist(&mark(10)).unwrap();
         }
