@@ -689,25 +689,6 @@ pub fn wall_us_at_zero_now() -> u64 {
     EPOCH_1970_US + wall
 }
 
-#[cfg(test)]
-mod clock_test {
-    /// The SLP clock of a node started now reads today's date, not 1970
-    /// plus its uptime (as it once did: every boot timestamp was ~1 s).
-    #[test]
-    #[allow(clippy::disallowed_methods)]
-    fn slp_time_at_start_is_the_wall_clock() {
-        let unix_s = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs();
-        let slp_s = super::wall_us_at_zero_now() / 1_000_000;
-        assert!(
-            slp_s.abs_diff(unix_s + 2_208_988_800) <= 5,
-            "{slp_s} vs {unix_s}"
-        );
-    }
-}
-
 impl Role for Mda {
     fn name(&self) -> &'static str {
         "mda"
@@ -847,5 +828,24 @@ impl Role for Mda {
         }
         self.drain(cx);
         self.flush_tcp(cx);
+    }
+}
+
+#[cfg(test)]
+mod clock_test {
+    /// The SLP clock of a node started now reads today's date, not 1970
+    /// plus its uptime (as it once did: every boot timestamp was ~1 s).
+    #[test]
+    #[allow(clippy::disallowed_methods)]
+    fn slp_time_at_start_is_the_wall_clock() {
+        let unix_s = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let slp_s = super::wall_us_at_zero_now() / 1_000_000;
+        assert!(
+            slp_s.abs_diff(unix_s + 2_208_988_800) <= 5,
+            "{slp_s} vs {unix_s}"
+        );
     }
 }
