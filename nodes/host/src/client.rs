@@ -54,11 +54,34 @@ pub struct JobSpec {
     /// `Host` header to send instead of the URL's authority (`--host`),
     /// e.g. a service name at an nSFF's address.
     pub host_header: Option<String>,
+    /// Reach the service by ROSA even without `[host.rosa] ingress`
+    /// (`--rosa`; the ingress is then the port's IPv6 gateway).
+    pub rosa: bool,
+    /// The ROSA service name to ask for instead of the URL's host
+    /// (`--service`, e.g. `service.org/video`).
+    pub service: Option<String>,
 }
+
+/// Where a job's connections go when it is not the URL's address: the
+/// virtual address of a ROSA service and the port to open them on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Destination {
+    /// The service's virtual address.
+    pub addr: IpAddress,
+    /// The port index.
+    pub port: usize,
+    /// The service name, for the result.
+    pub service: String,
+}
+
+/// Most distinct `X-Instance` values a job result lists (more are counted
+/// under `(other)`).
+pub const MAX_INSTANCES: usize = 64;
 
 impl JobSpec {
     /// Parse `get|post URL [--requests N] [--concurrency C] [--close]
-    /// [--body-size B] [--timeout-ms T] [--verify] [--host NAME]`.
+    /// [--body-size B] [--timeout-ms T] [--verify] [--host NAME] [--rosa]
+    /// [--service NAME]`.
     pub fn parse(args: &[String]) -> Result<Self, String> {
         let method = match args.first().map(String::as_str) {
             Some("get") => "GET",
@@ -76,6 +99,8 @@ impl JobSpec {
             timeout: Duration::from_secs(10),
             verify: false,
             host_header: None,
+            rosa: false,
+            service: None,
         };
         let mut it = args[2..].iter();
         while let Some(flag) = it.next() {
@@ -105,11 +130,30 @@ impl JobSpec {
                     }
                     spec.host_header = Some(v.clone());
                 }
+                "--rosa" => spec.rosa = true,
+                "--service" => {
+                    let v = it.next().ok_or("--service needs a value")?;
+                    spec.service = Some(v.clone());
+                    spec.rosa = true;
+                }
                 other => return Err(format!("unknown option {other:?}")),
             }
         }
+        if spec.rosa && spec.service_name().is_none() {
+            return Err(format!(
+                "--rosa: {} names an address; give a service name (http://service.org/) \
+                 or --service NAME",
+                spec.url
+            ));
+        }
         spec.concurrency = spec.concurrency.min(spec.requests as usize);
         Ok(spec)
+    }
+
+    /// The ROSA service the job fetches, if any: `--service`, else the
+    /// URL's host when it is a name.
+    pub fn service_name(&self) -> Option<&str> {
+        self.service.as_deref().or_else(|| self.url.name())
     }
 
     fn expected_len(&self) -> Option<u64> {
@@ -134,6 +178,7 @@ struct Slot {
 struct Job {
     ctl_id: u64,
     spec: JobSpec,
+    dest: Option<Destination>,
     body: std::rc::Rc<[u8]>,
     started: Instant,
     slots: Vec<Slot>,
@@ -144,6 +189,8 @@ struct Job {
     lat: Latencies,
     status: BTreeMap<u16, u64>,
     errors: BTreeMap<&'static str, u64>,
+    /// Responses by their `X-Instance` header.
+    instances: BTreeMap<String, u64>,
     sample: Option<Value>,
     /// The connection whose response is being sampled, until it ends.
     sampling: Option<SocketHandle>,
@@ -182,8 +229,22 @@ impl Clients {
         self.jobs.len()
     }
 
-    /// Start a job; its result is sent to control request `ctl_id`.
-    pub fn start_job(&mut self, cx: &mut Context<'_>, ctl_id: u64, spec: JobSpec) {
+    /// Start a job; its result is sent to control request `ctl_id`. Its
+    /// connections go to `dest` if given, else to the URL's address.
+    pub fn start_job(
+        &mut self,
+        cx: &mut Context<'_>,
+        ctl_id: u64,
+        spec: JobSpec,
+        dest: Option<Destination>,
+    ) {
+        if dest.is_none() && spec.url.addr().is_none() {
+            cx.replies.push((
+                ctl_id,
+                json!({ "error": format!("{}: no address to connect to", spec.url) }),
+            ));
+            return;
+        }
         if self.jobs.len() >= MAX_JOBS {
             cx.replies.push((
                 ctl_id,
@@ -195,6 +256,8 @@ impl Clients {
         let body: std::rc::Rc<[u8]> = vec![b'p'; spec.body_size].into();
         let mut job = Job {
             ctl_id,
+            dest,
+            instances: BTreeMap::new(),
             body,
             started: cx.now,
             slots: Vec::new(),
@@ -220,7 +283,11 @@ impl Clients {
 
     /// Open one connection for `job` and queue its first request.
     fn open(&mut self, cx: &mut Context<'_>, job: &mut Job) -> Result<(), String> {
-        let port = route(cx.ports, job.spec.url.addr);
+        let (port, addr) = match (&job.dest, job.spec.url.addr()) {
+            (Some(d), _) => (d.port, d.addr),
+            (None, Some(a)) => (route(cx.ports, a), a),
+            (None, None) => return Err(format!("{}: no address", job.spec.url)),
+        };
         let p = &mut cx.ports[port];
         let mut sock = tcp::Socket::new(
             tcp::SocketBuffer::new(vec![0; self.rx]),
@@ -233,7 +300,7 @@ impl Clients {
         } else {
             self.next_port + 1
         };
-        let remote = IpEndpoint::new(job.spec.url.addr, job.spec.url.port);
+        let remote = IpEndpoint::new(addr, job.spec.url.port);
         sock.connect(p.iface.context(), remote, local)
             .map_err(|e| format!("connect to {remote} from port {}: {e}", p.name))?;
         let handle = p.sockets.add(sock);
@@ -393,6 +460,17 @@ impl Job {
                 ClientEvent::Head(h) => {
                     any = true;
                     s.status = h.status;
+                    if let Some(f) = h
+                        .headers
+                        .iter()
+                        .find(|f| f.name.eq_ignore_ascii_case("x-instance"))
+                    {
+                        let v = String::from_utf8_lossy(&f.value).into_owned();
+                        let known =
+                            self.instances.len() < MAX_INSTANCES || self.instances.contains_key(&v);
+                        let k = if known { v } else { "(other)".to_owned() };
+                        *self.instances.entry(k).or_default() += 1;
+                    }
                     if self.sample.is_none() {
                         let headers: serde_json::Map<String, Value> = h
                             .headers
@@ -493,13 +571,16 @@ impl Job {
             "requests_per_s": (self.ok + self.failed) as f64 * 1e6 / elapsed as f64,
             "latency_us": self.lat.summary(),
             "first_response": self.sample,
+            "instances": self.instances,
+            "service": self.dest.as_ref().map(|d| d.service.clone()),
+            "virtual": self.dest.as_ref().map(|d| d.addr.to_string()),
         })
     }
 }
 
 /// The port to reach `dst` from: one with an address in the same subnet,
 /// else one with a default route of that family, else the first.
-fn route(ports: &[PortStack], dst: IpAddress) -> usize {
+pub(crate) fn route(ports: &[PortStack], dst: IpAddress) -> usize {
     if let Some(i) = ports
         .iter()
         .position(|p| p.iface.ip_addrs().iter().any(|c| c.contains_addr(&dst)))
@@ -553,8 +634,16 @@ mod test {
                 .expected_len(),
             Some(77)
         );
+        let j = JobSpec::parse(&args("get http://service.org/x --rosa")).unwrap();
+        assert_eq!((j.rosa, j.service_name()), (true, Some("service.org")));
+        let j = JobSpec::parse(&args("get http://service.org/x")).unwrap();
+        assert_eq!((j.rosa, j.service_name()), (false, Some("service.org")));
+        let j = JobSpec::parse(&args("get http://s.org/ --service s.org/video")).unwrap();
+        assert_eq!((j.rosa, j.service_name()), (true, Some("s.org/video")));
         for bad in [
             "get",
+            "get http://10.0.0.2/ --rosa",
+            "get http://s.org/ --service",
             "put http://10.0.0.2/",
             "get http://10.0.0.2/ --requests",
             "get http://10.0.0.2/ --requests x",

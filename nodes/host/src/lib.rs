@@ -1,20 +1,26 @@
 //! # The host role: an endpoint on its own smoltcp stack
 //!
 //! Every svcroute lab needs endpoints that are *ours* — whose TCP/IP stack we
-//! own, so later roles can add ROSA and sticky-service behaviour in its shim.
-//! A host node serves and fetches HTTP and echoes UDP:
+//! own, so ROSA and sticky-service behaviour can live in its shim. A host
+//! node serves and fetches HTTP, echoes UDP, and reaches services by name:
 //!
 //! ```text
 //!   kernel curl/wrk ──TCP──▶ [server] listener pool on http_port ─▶ response
 //!   svcroute ctl h1 get URL ─▶ [client] job: C connections × keep-alive ─▶ kernel server
 //!   any UDP peer ──datagram──▶ [echo] udp_echo_port ─▶ same datagram back
+//!   svcroute ctl h1 echo udp://… ─▶ [echo client] one datagram at a time
+//!   smoltcp ⇄ [rosa shim] ⇄ wire: service names → virtual addresses,
+//!       requests via the ingress SAR, responses via our SAR, then affinity
 //! ```
 //!
 //! - [`server`]: a pool of listening TCP sockets per port (smoltcp has no
 //!   `accept`), one HTTP connection state per established socket, responses
 //!   naming the instance (header `X-Instance`, first body line).
 //! - [`client`]: load-generating client jobs started over the control socket,
-//!   with latency percentiles.
+//!   with latency percentiles; by address, or by ROSA service name.
+//! - [`echo`]: UDP echo client jobs.
+//! - [`rosa`]: the ROSA endpoint shim (SPEC §2.2, `docs/shim.md`), sans-IO,
+//!   driven from the role's ingress, egress and poll.
 //! - UDP echo lives here in `lib.rs`.
 
 #![forbid(unsafe_code)]
@@ -22,15 +28,20 @@
 
 use serde::Deserialize;
 use serde_json::{json, Value};
-use smoltcp::iface::SocketHandle;
+use smoltcp::iface::{Route, SocketHandle};
 use smoltcp::socket::udp;
-use smoltcp::wire::IpListenEndpoint;
+use smoltcp::wire::{
+    EthernetAddress, HardwareAddress, IpAddress, IpCidr, IpListenEndpoint, IpProtocol,
+};
 use svcroute_stack::runtime::{Context, ControlReply, FrameContext, Role};
-use svcroute_stack::shim::{edit, Verdict};
+use svcroute_stack::shim::{edit, Direction, Outbox, Verdict};
 use svcroute_stack::wire::ipv6opt::{OptionRepr, OptionType, OwnedOption, UnknownAction};
+use svcroute_stack::wire::rosa::ServiceName;
 
 pub mod client;
+pub mod echo;
 pub mod latency;
+pub mod rosa;
 pub mod server;
 pub mod url;
 
@@ -68,6 +79,9 @@ pub struct HostConfig {
     /// IPv6 options this host carries, in a Destination Options header, on
     /// every TCP and UDP packet it sends over IPv6 (SPEC §0).
     pub insert_options: Vec<OptionConfig>,
+    /// The ROSA endpoint shim (`[host.rosa]`, SPEC §2.2): service names for
+    /// client jobs, and serving as an instance.
+    pub rosa: Option<rosa::RosaConfig>,
 }
 
 /// One `[[host.insert_options]]` entry.
@@ -99,6 +113,7 @@ impl Default for HostConfig {
             max_generated_body: 1 << 30,
             idle_timeout_s: 120,
             insert_options: Vec::new(),
+            rosa: None,
         }
     }
 }
@@ -122,6 +137,9 @@ pub enum ConfigError {
     /// An `insert_options` entry is unusable.
     #[error("key `insert_options`: {0}")]
     BadOption(String),
+    /// A `[host.rosa]` key is unusable (the message names it).
+    #[error("{0}")]
+    Rosa(String),
 }
 
 impl HostConfig {
@@ -169,6 +187,9 @@ impl HostConfig {
         )?;
         check("body_size", self.body_size, 0, 1 << 30, "0..=2^30")?;
         self.option_reprs()?;
+        if let Some(r) = &self.rosa {
+            r.settings()?;
+        }
         if let Some(i) = &self.instance {
             if i.is_empty() || i.len() > 64 || !i.bytes().all(|b| b.is_ascii_graphic()) {
                 return Err(ConfigError::BadInstance(i.clone()));
@@ -205,7 +226,7 @@ impl HostConfig {
     }
 }
 
-fn hex(s: &str) -> Option<Vec<u8>> {
+pub(crate) fn hex(s: &str) -> Option<Vec<u8>> {
     let s = s.trim();
     if s.len() % 2 != 0 {
         return None;
@@ -224,9 +245,11 @@ pub struct Host {
     cfg: HostConfig,
     server: server::Server,
     clients: client::Clients,
+    echoes: echo::Echoes,
     echo: Vec<SocketHandle>,
     options: Vec<OwnedOption>,
     options_len: usize,
+    rosa: rosa::Shim,
 }
 
 impl Host {
@@ -247,6 +270,8 @@ impl Host {
             options_len,
             server: server::Server::new(&cfg, instance),
             clients: client::Clients::new(&cfg),
+            echoes: echo::Echoes::default(),
+            rosa: rosa::Shim::new(cfg.rosa.as_ref())?,
             cfg,
             echo: Vec::new(),
         })
@@ -257,9 +282,14 @@ impl Host {
         &self.server
     }
 
-    /// Client jobs still running.
+    /// The ROSA shim (for tests and stats).
+    pub fn rosa(&self) -> &rosa::Shim {
+        &self.rosa
+    }
+
+    /// Client jobs (HTTP and UDP echo) still running.
     pub fn jobs_running(&self) -> usize {
-        self.clients.running()
+        self.clients.running() + self.echoes.running()
     }
 
     fn poll_echo(&mut self, cx: &mut Context<'_>) -> bool {
@@ -288,17 +318,99 @@ impl Host {
         }
         any
     }
+
+    /// Drive the ROSA shim's timers and hand its frames and next hops to
+    /// the runtime. Returns whether it sent or asked anything.
+    fn poll_rosa(&mut self, cx: &mut Context<'_>) -> bool {
+        if self.rosa.poll_timeout().is_some_and(|t| t <= cx.now) {
+            self.rosa.handle_timeout(cx.now, cx.stats);
+        }
+        let mut any = false;
+        while let Some((port, addr)) = self.rosa.poll_resolve() {
+            any = true;
+            let ip = IpAddress::Ipv6(addr);
+            match cx.ports.get(port).and_then(|p| p.neighbors().lookup(&ip)) {
+                Some(mac) => self.rosa.learn(cx.now, port, addr, mac),
+                None => cx.resolve(port, ip),
+            }
+        }
+        any | drain_rosa(&mut self.rosa, cx.out)
+    }
+
+    /// Where a client job connects: `None` for a target given as an
+    /// address; the virtual address of the service (and its port) for a
+    /// service name.
+    fn destination(
+        &mut self,
+        cx: &mut Context<'_>,
+        service: Option<&str>,
+        rosa: bool,
+    ) -> Result<Option<client::Destination>, String> {
+        let Some(text) = service else {
+            return Ok(None);
+        };
+        if !rosa && !self.rosa.has_ingress() {
+            return Err(format!(
+                "{text:?} is not an IP address and a host node has no DNS: reach the service \
+                 by ROSA with --rosa (ingress: the IPv6 gateway) or configure [host.rosa] ingress"
+            ));
+        }
+        let name: ServiceName = text
+            .parse()
+            .map_err(|e| format!("{text:?} is not a ROSA service name: {e}"))?;
+        let target = self.rosa.open(cx.now, &name).map_err(|e| {
+            cx.stats.bump("rosa.open_refused");
+            e.to_string()
+        })?;
+        // smoltcp reaches the virtual address through the ingress: have its
+        // link-layer address ready for the first packet.
+        cx.resolve(target.port, IpAddress::Ipv6(target.hop));
+        Ok(Some(client::Destination {
+            addr: IpAddress::Ipv6(target.virt),
+            port: target.port,
+            service: name.to_string(),
+        }))
+    }
+
+    /// Drive the UDP echo jobs; answer the finished ones, with the
+    /// instance their ROSA flow was bound to.
+    fn poll_echoes(&mut self, cx: &mut Context<'_>) -> bool {
+        let (any, done) = self.echoes.poll(cx);
+        for mut f in done {
+            let instance = self
+                .rosa
+                .bound_instance(IpProtocol::Udp, f.local_port)
+                .map(|i| i.to_string());
+            f.result["instance"] = json!(instance);
+            cx.replies.push((f.ctl_id, f.result));
+        }
+        any
+    }
+}
+
+/// Move the shim's outgoing frames into the runtime's outbox.
+fn drain_rosa(shim: &mut rosa::Shim, out: &mut Outbox) -> bool {
+    let mut any = false;
+    while let Some((port, frame)) = shim.poll_transmit() {
+        out.inject(port, Direction::ToWire, frame);
+        any = true;
+    }
+    any
 }
 
 impl Host {
     /// Strip our Destination Options header (smoltcp would drop the packet
-    /// with a Parameter Problem), counting what it carried.
-    fn strip_options(&mut self, cx: &mut FrameContext<'_>, frame: &mut Vec<u8>) -> Verdict {
+    /// with a Parameter Problem), counting what it carried; returns the
+    /// options, or the verdict for a header we cannot handle.
+    fn strip_options(
+        cx: &mut FrameContext<'_>,
+        frame: &mut Vec<u8>,
+    ) -> Result<Vec<OwnedOption>, Verdict> {
         if frame.get(12..14) != Some(&[0x86, 0xdd][..]) {
-            return Verdict::Pass;
+            return Ok(Vec::new());
         }
         match edit::strip_dest_opts(frame) {
-            Ok(None) => Verdict::Pass,
+            Ok(None) => Ok(Vec::new()),
             Ok(Some(opts)) => {
                 cx.stats.bump("shim.dest_opts_stripped");
                 for o in &opts {
@@ -308,11 +420,11 @@ impl Host {
                         _ => "shim.option_rx.other",
                     });
                 }
-                Verdict::Pass
+                Ok(opts)
             }
-            Err(edit::EditError::UnknownOption { .. }) => Verdict::Drop("ipv6_option_unknown"),
-            Err(edit::EditError::Fragmented) => Verdict::Drop("ipv6_options_on_fragment"),
-            Err(_) => Verdict::Drop("ipv6_options_malformed"),
+            Err(edit::EditError::UnknownOption { .. }) => Err(Verdict::Drop("ipv6_option_unknown")),
+            Err(edit::EditError::Fragmented) => Err(Verdict::Drop("ipv6_options_on_fragment")),
+            Err(_) => Err(Verdict::Drop("ipv6_options_malformed")),
         }
     }
 }
@@ -339,68 +451,148 @@ impl Role for Host {
                 self.echo.push(port.sockets.add(sock));
             }
         }
+        let ports = cx
+            .ports
+            .iter()
+            .map(|p| rosa::PortInfo {
+                mac: match p.iface.hardware_addr() {
+                    HardwareAddress::Ethernet(mac) => mac,
+                    #[allow(unreachable_patterns)]
+                    _ => EthernetAddress([0; 6]),
+                },
+                addrs: p.iface.ip_addrs().to_vec(),
+                gateways: p.gateways.clone(),
+            })
+            .collect();
+        self.rosa.start(cx.now, ports, cx.stats);
+        // smoltcp reaches every virtual address through the ingress SAR.
+        if let Some((port, via)) = self.rosa.virtual_route() {
+            let (prefix, len) = self.rosa.virtual_prefix();
+            let route = Route {
+                cidr: IpCidr::new(IpAddress::Ipv6(prefix), len),
+                via_router: IpAddress::Ipv6(via),
+                preferred_until: None,
+                expires_at: None,
+            };
+            let mut full = false;
+            cx.ports[port]
+                .iface
+                .routes_mut()
+                .update(|r| full = r.push(route).is_err());
+            if full {
+                log::warn!("rosa: no room for the route of the virtual prefix");
+                cx.stats.bump("rosa.route_table_full");
+            }
+            cx.resolve(port, IpAddress::Ipv6(via));
+        }
+        self.poll_rosa(cx);
     }
 
     fn header_reserve(&self) -> usize {
-        self.options_len
+        let rosa = if self.rosa.configured() {
+            rosa::HEADER_RESERVE
+        } else {
+            0
+        };
+        self.options_len + rosa
     }
 
-    /// Strip our options (see [`Host::strip_options`]) and note SYNs to our
-    /// services so listeners are armed before smoltcp sees them.
+    /// Strip our options (`Host::strip_options`), let the ROSA shim
+    /// rewrite what it must, and note SYNs to our services so listeners
+    /// are armed before smoltcp sees them.
     fn ingress(&mut self, cx: &mut FrameContext<'_>, port: usize, frame: &mut Vec<u8>) -> Verdict {
-        let verdict = self.strip_options(cx, frame);
-        if verdict == Verdict::Pass {
-            self.server.saw_syn(port, frame);
+        let opts = match Self::strip_options(cx, frame) {
+            Ok(o) => o,
+            Err(v) => return v,
+        };
+        let rosa = opts
+            .iter()
+            .find(|o| o.option_type() == OptionType::Rosa)
+            .map(OwnedOption::data);
+        let verdict = self.rosa.ingress(cx.now, port, frame, rosa, cx.stats);
+        drain_rosa(&mut self.rosa, cx.out);
+        if verdict == Verdict::Pass && self.server.saw_syn(port, frame) {
+            return Verdict::Drop("tcp_duplicate_syn");
         }
         verdict
     }
 
-    /// Carry the configured options on every TCP and UDP packet over IPv6.
-    fn egress(&mut self, cx: &mut FrameContext<'_>, _port: usize, frame: &mut Vec<u8>) -> Verdict {
-        if self.options.is_empty() || frame.get(12..14) != Some(&[0x86, 0xdd][..]) {
-            return Verdict::Pass;
-        }
+    /// Carry the configured options on every TCP and UDP packet over IPv6,
+    /// then let the ROSA shim address packets of service flows.
+    fn egress(&mut self, cx: &mut FrameContext<'_>, port: usize, frame: &mut Vec<u8>) -> Verdict {
+        let v6 = frame.get(12..14) == Some(&[0x86, 0xdd][..]);
         // Only transport packets: neighbour discovery and MLD stay plain.
-        if !matches!(frame.get(14 + 6), Some(6 | 17)) {
+        if !self.options.is_empty() && v6 && matches!(frame.get(14 + 6), Some(6 | 17)) {
+            let reprs: Vec<OptionRepr<'_>> =
+                self.options.iter().map(OwnedOption::as_repr).collect();
+            match edit::insert_dest_opts(frame, &reprs) {
+                Ok(()) => cx.stats.bump("shim.dest_opts_inserted"),
+                Err(_) => return Verdict::Drop("ipv6_options_insert_failed"),
+            }
+        }
+        if !v6 {
             return Verdict::Pass;
         }
-        let reprs: Vec<OptionRepr<'_>> = self.options.iter().map(OwnedOption::as_repr).collect();
-        match edit::insert_dest_opts(frame, &reprs) {
-            Ok(()) => {
-                cx.stats.bump("shim.dest_opts_inserted");
-                Verdict::Pass
-            }
-            Err(_) => Verdict::Drop("ipv6_options_insert_failed"),
-        }
+        let verdict = self.rosa.egress(cx.now, port, frame, cx.stats);
+        drain_rosa(&mut self.rosa, cx.out);
+        verdict
     }
 
     fn poll(&mut self, cx: &mut Context<'_>) -> bool {
         let mut any = self.server.poll(cx);
         any |= self.clients.poll(cx);
+        any |= self.poll_echoes(cx);
         any |= self.poll_echo(cx);
+        any |= self.poll_rosa(cx);
         any
     }
 
     fn poll_at(&self, now: smoltcp::time::Instant) -> Option<smoltcp::time::Instant> {
-        [self.server.poll_at(now), self.clients.poll_at(now)]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            self.server.poll_at(now),
+            self.clients.poll_at(now),
+            self.echoes.poll_at(),
+            self.rosa.poll_timeout(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     fn control(&mut self, cx: &mut Context<'_>, id: u64, args: &[String]) -> ControlReply {
         match args.first().map(String::as_str) {
-            Some("get" | "post") => match client::JobSpec::parse(args) {
-                Ok(spec) => {
-                    self.clients.start_job(cx, id, spec);
-                    ControlReply::Later
+            Some("get" | "post") => {
+                let started = client::JobSpec::parse(args).and_then(|spec| {
+                    let dest = self.destination(cx, spec.service_name(), spec.rosa)?;
+                    self.clients.start_job(cx, id, spec, dest);
+                    Ok(())
+                });
+                match started {
+                    Ok(()) => ControlReply::Later,
+                    Err(e) => ControlReply::Now(json!({ "error": e })),
                 }
-                Err(e) => ControlReply::Now(json!({ "error": e })),
-            },
+            }
+            Some("echo") => {
+                let started = echo::EchoSpec::parse(args).and_then(|spec| {
+                    let dest = self.destination(cx, spec.service_name(), spec.rosa)?;
+                    self.echoes.start(cx, id, spec, dest)
+                });
+                match started {
+                    Ok(()) => ControlReply::Later,
+                    Err(e) => ControlReply::Now(json!({ "error": e })),
+                }
+            }
             Some("help") => ControlReply::Now(help()),
             Some("server") => ControlReply::Now(self.server.summary()),
+            Some("rosa") => ControlReply::Now(self.rosa.summary()),
             _ => ControlReply::Unknown,
         }
+    }
+
+    /// Withdraw what the ROSA shim announced.
+    fn stop(&mut self, cx: &mut Context<'_>) {
+        self.rosa.stop(cx.stats);
+        drain_rosa(&mut self.rosa, cx.out);
     }
 }
 
@@ -411,9 +603,13 @@ fn help() -> Value {
             "stats": "counters, drops by reason",
             "ports": "ports, MACs, addresses",
             "server": "HTTP server connections and requests",
-            "get URL [--requests N] [--concurrency C] [--close] [--timeout-ms T]":
-                "fetch URL N times over C keep-alive connections; latency percentiles",
+            "rosa": "ROSA shim: service names, client and instance flows",
+            "get URL [--requests N] [--concurrency C] [--close] [--timeout-ms T] [--rosa] [--service NAME]":
+                "fetch URL N times over C keep-alive connections; latency percentiles; \
+                 http://SERVICE/ by ROSA (docs/shim.md)",
             "post URL --body-size B [...]": "as get, with a POST body of B bytes",
+            "echo udp://HOST[:PORT] [--count N] [--size B] [--timeout-ms T] [--rosa] [--service NAME]":
+                "send N datagrams one at a time to a UDP echo (by ROSA for a service name); echoes, losses, latency",
         }
     })
 }

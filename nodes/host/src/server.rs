@@ -20,12 +20,14 @@
 use std::rc::Rc;
 
 use serde_json::{json, Value};
-use smoltcp::iface::SocketHandle;
+use smoltcp::iface::{SocketHandle, SocketSet};
 use smoltcp::socket::tcp;
 use smoltcp::time::{Duration, Instant};
+use smoltcp::wire::{IpAddress, IpEndpoint, IpProtocol, IpVersion, Ipv4Address, Ipv6Address};
 use svcroute_stack::http::{Body, Limits, ReceivedRequest, Response, ServerConn, ServerEvent};
 use svcroute_stack::listen::{ListenConfig, ListenPool};
 use svcroute_stack::runtime::Context;
+use svcroute_stack::shim::edit;
 use svcroute_stack::stats::Counters;
 
 use crate::HostConfig;
@@ -72,6 +74,11 @@ struct PortServer {
     sinks: Vec<SocketHandle>,
     /// Sockets closed by us, removed from the set once fully closed.
     closing: Vec<SocketHandle>,
+    /// Connections still in SYN-RECEIVED (socket, client, our port). A
+    /// retransmitted SYN of theirs must not reach smoltcp: it would hand it
+    /// to another listening socket ahead of theirs, and the two half-open
+    /// sockets, with different sequence numbers, would reset the handshake.
+    half_open: Vec<(SocketHandle, IpEndpoint, u16)>,
 }
 
 /// The HTTP server and discard sink of every port.
@@ -131,6 +138,7 @@ impl Server {
                     .then(|| pool(self.cfg.discard_port, &self.cfg)),
                 sinks: Vec::new(),
                 closing: Vec::new(),
+                half_open: Vec::new(),
             });
         }
         self.poll(cx);
@@ -148,6 +156,7 @@ impl Server {
             if let Some(pool) = &mut ps.http {
                 for handle in pool.accept(sockets, cx.stats) {
                     cx.stats.bump("http.connections");
+                    note_half_open(&mut ps.half_open, sockets, handle);
                     ps.conns.push(Conn {
                         handle,
                         http: ServerConn::new(self.limits),
@@ -160,6 +169,7 @@ impl Server {
             if let Some(pool) = &mut ps.discard {
                 for h in pool.accept(sockets, cx.stats) {
                     cx.stats.bump("discard.connections");
+                    note_half_open(&mut ps.half_open, sockets, h);
                     ps.sinks.push(h);
                     any = true;
                 }
@@ -214,8 +224,19 @@ impl Server {
                 }
                 true
             });
+            // Before any socket is removed: every handle here is valid.
+            ps.half_open.retain(|&(h, ..)| {
+                sockets.get::<tcp::Socket>(h).state() == tcp::State::SynReceived
+            });
             ps.closing.retain(|&h| {
-                if sockets.get::<tcp::Socket>(h).is_open() {
+                let sock = sockets.get_mut::<tcp::Socket>(h);
+                // A half-open connection reset by its peer goes back to
+                // Listen (RFC 9293 §3.10.7.4): outside the pool, nobody
+                // would serve the next connection it took. Close it.
+                if sock.state() == tcp::State::Listen {
+                    sock.close();
+                }
+                if sock.is_open() {
                     return true;
                 }
                 sockets.remove(h);
@@ -226,13 +247,29 @@ impl Server {
     }
 
     /// Note a SYN arriving on `port` (called by the ingress shim, before
-    /// smoltcp sees it) so the next poll arms a listener for it.
-    pub(crate) fn saw_syn(&mut self, port: usize, frame: &[u8]) {
-        if let Some(ps) = self.ports.get_mut(port) {
-            for pool in [&mut ps.http, &mut ps.discard].into_iter().flatten() {
-                pool.note_frame(frame);
+    /// smoltcp sees it) so the next poll arms a listener for it. Returns
+    /// `true` for a retransmitted SYN of a connection still in SYN-RECEIVED:
+    /// the caller drops it (smoltcp would ignore it at that connection's
+    /// socket anyway, and retransmits the SYN-ACK on its own timer).
+    pub(crate) fn saw_syn(&mut self, port: usize, frame: &[u8]) -> bool {
+        let Some(ps) = self.ports.get_mut(port) else {
+            return false;
+        };
+        if !ps.half_open.is_empty() {
+            if let Some((remote, local)) = syn_tuple(frame) {
+                if ps
+                    .half_open
+                    .iter()
+                    .any(|&(_, r, l)| r == remote && l == local)
+                {
+                    return true;
+                }
             }
         }
+        for pool in [&mut ps.http, &mut ps.discard].into_iter().flatten() {
+            pool.note_frame(frame);
+        }
+        false
     }
 
     pub(crate) fn poll_at(&self, _now: Instant) -> Option<Instant> {
@@ -265,6 +302,45 @@ struct Site<'a> {
 }
 
 /// Drive one HTTP connection; returns (made progress, connection over).
+/// Remember a new connection that is still in SYN-RECEIVED.
+fn note_half_open(
+    half_open: &mut Vec<(SocketHandle, IpEndpoint, u16)>,
+    sockets: &SocketSet<'static>,
+    h: SocketHandle,
+) {
+    let sock = sockets.get::<tcp::Socket>(h);
+    if sock.state() != tcp::State::SynReceived {
+        return;
+    }
+    if let (Some(remote), Some(local)) = (sock.remote_endpoint(), sock.local_endpoint()) {
+        half_open.push((h, remote, local.port));
+    }
+}
+
+/// The client endpoint and our port of a TCP SYN (without ACK).
+fn syn_tuple(frame: &[u8]) -> Option<(IpEndpoint, u16)> {
+    let l = edit::walk(frame).ok()?;
+    if l.upper_protocol != IpProtocol::Tcp || l.fragment == edit::Fragment::Later {
+        return None;
+    }
+    let tcp = frame.get(l.upper_offset..l.upper_offset + 14)?;
+    if tcp[13] & 0x12 != 0x02 {
+        return None;
+    }
+    let ip = l.ip_offset;
+    let src = match l.version {
+        IpVersion::Ipv4 => IpAddress::Ipv4(Ipv4Address::from(
+            <[u8; 4]>::try_from(frame.get(ip + 12..ip + 16)?).ok()?,
+        )),
+        IpVersion::Ipv6 => IpAddress::Ipv6(Ipv6Address::from(
+            <[u8; 16]>::try_from(frame.get(ip + 8..ip + 24)?).ok()?,
+        )),
+    };
+    let sport = u16::from_be_bytes([tcp[0], tcp[1]]);
+    let dport = u16::from_be_bytes([tcp[2], tcp[3]]);
+    Some((IpEndpoint::new(src, sport), dport))
+}
+
 fn serve(
     c: &mut Conn,
     sock: &mut tcp::Socket<'_>,
@@ -383,5 +459,186 @@ fn answer(req: &ReceivedRequest, site: &Site<'_>) -> (Response, Option<(u64, u64
                 .with_body(&b"method not allowed\n"[..]),
             None,
         ),
+    }
+}
+
+#[cfg(test)]
+mod test {
+
+    use smoltcp::phy::ChecksumCapabilities;
+    use smoltcp::time::Duration;
+    use smoltcp::wire::{
+        EthernetAddress, EthernetFrame, EthernetProtocol, EthernetRepr, Ipv6Packet, Ipv6Repr,
+        TcpControl, TcpPacket, TcpRepr, TcpSeqNumber,
+    };
+    use svcroute_stack::phy::sim::{self, SegmentConfig, Sim, SimLink};
+    use svcroute_stack::phy::Link;
+
+    use super::*;
+    use crate::{Host, HostConfig};
+
+    const PROBE_MAC: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 9]);
+
+    /// A raw TCP peer at fd00::9 talking to a host at fd00::2 port 80.
+    struct Probe {
+        link: SimLink,
+    }
+
+    /// A segment the probe received: (flags, seq, ack, payload length).
+    type Seg = (TcpControl, i32, Option<i32>, usize);
+
+    impl Probe {
+        fn send(
+            &mut self,
+            sport: u16,
+            control: TcpControl,
+            seq: i32,
+            ack: Option<i32>,
+            data: &[u8],
+        ) {
+            let (src, dst) = (sim::ipv6(0, 9), sim::ipv6(0, 2));
+            let tcp = TcpRepr {
+                src_port: sport,
+                dst_port: 80,
+                control,
+                seq_number: TcpSeqNumber(seq),
+                ack_number: ack.map(TcpSeqNumber),
+                window_len: 8192,
+                window_scale: None,
+                max_seg_size: None,
+                sack_permitted: false,
+                sack_ranges: [None; 3],
+                timestamp: None,
+                payload: data,
+            };
+            let mut f = vec![0; 54 + tcp.buffer_len()];
+            EthernetRepr {
+                src_addr: PROBE_MAC,
+                dst_addr: sim::mac(0, 2),
+                ethertype: EthernetProtocol::Ipv6,
+            }
+            .emit(&mut EthernetFrame::new_unchecked(&mut f[..]));
+            Ipv6Repr {
+                src_addr: src,
+                dst_addr: dst,
+                next_header: IpProtocol::Tcp,
+                payload_len: tcp.buffer_len(),
+                hop_limit: 64,
+            }
+            .emit(&mut Ipv6Packet::new_unchecked(&mut f[14..]));
+            tcp.emit(
+                &mut TcpPacket::new_unchecked(&mut f[54..]),
+                &src.into(),
+                &dst.into(),
+                &ChecksumCapabilities::default(),
+            );
+            assert!(self.link.send(&f).unwrap());
+        }
+
+        /// TCP segments to `port` received since the last call.
+        fn recv(&mut self, port: u16) -> Vec<Seg> {
+            let mut out = Vec::new();
+            let mut buf = vec![0; 2048];
+            while let Some(n) = self.link.recv(&mut buf).unwrap() {
+                let Ok(ip) = Ipv6Packet::new_checked(&buf[14..n]) else {
+                    continue;
+                };
+                if ip.next_header() != IpProtocol::Tcp || ip.dst_addr() != sim::ipv6(0, 9) {
+                    continue;
+                }
+                let t = TcpPacket::new_checked(ip.payload()).unwrap();
+                if t.dst_port() != port {
+                    continue;
+                }
+                let control = match (t.syn(), t.fin(), t.rst()) {
+                    (true, ..) => TcpControl::Syn,
+                    (_, true, _) => TcpControl::Fin,
+                    (.., true) => TcpControl::Rst,
+                    _ => TcpControl::None,
+                };
+                let ack = t.ack().then(|| t.ack_number().0);
+                out.push((control, t.seq_number().0, ack, t.payload().len()));
+            }
+            out
+        }
+    }
+
+    #[test]
+    fn a_retransmitted_syn_never_opens_a_second_half_open_connection() {
+        let mut sim = Sim::new(1);
+        let lan = sim.add_segment(SegmentConfig::default());
+        let port = sim.port(lan, 2);
+        let h = sim.add_role(
+            "h",
+            vec![port],
+            Host::new("h", HostConfig::default()).unwrap(),
+        );
+        let mut probe = Probe {
+            link: sim.attach(lan),
+        };
+        sim.run_for(Duration::from_millis(10)).unwrap();
+        probe.recv(0);
+
+        probe.send(40000, TcpControl::Syn, 100, None, b"");
+        sim.run_for(Duration::from_millis(10)).unwrap();
+        let segs = probe.recv(40000);
+        assert_eq!(segs.len(), 1, "{segs:?}");
+        let (control, isn, ack, _) = segs[0];
+        assert_eq!((control, ack), (TcpControl::Syn, Some(101)));
+
+        // The SYN again, as if the SYN-ACK were lost: no second connection
+        // (with another ISN) answers it.
+        probe.send(40000, TcpControl::Syn, 100, None, b"");
+        sim.run_for(Duration::from_millis(10)).unwrap();
+        assert_eq!(probe.recv(40000), []);
+        assert_eq!(sim.node(h).stats().get("drop.tcp_duplicate_syn"), 1);
+
+        // The handshake completes with the first ISN and the request is served.
+        let get = b"GET / HTTP/1.1\r\nHost: h\r\n\r\n";
+        probe.send(40000, TcpControl::None, 101, Some(isn + 1), get);
+        sim.run_for(Duration::from_millis(50)).unwrap();
+        let segs = probe.recv(40000);
+        assert!(segs.iter().any(|s| s.3 > 0), "{segs:?}");
+        assert!(segs.iter().all(|s| s.0 != TcpControl::Rst), "{segs:?}");
+        assert_eq!(sim.node(h).role().server().requests(), 1);
+    }
+
+    #[test]
+    fn a_half_open_connection_reset_by_its_peer_leaves_no_stray_listener() {
+        let mut sim = Sim::new(2);
+        let lan = sim.add_segment(SegmentConfig::default());
+        let port = sim.port(lan, 2);
+        let cfg = HostConfig {
+            listeners: 1,
+            ..HostConfig::default()
+        };
+        let h = sim.add_role("h", vec![port], Host::new("h", cfg).unwrap());
+        let mut probe = Probe {
+            link: sim.attach(lan),
+        };
+        sim.run_for(Duration::from_millis(10)).unwrap();
+        // Ten half-open connections, each reset by the peer (smoltcp puts
+        // the socket back to Listen); then ten real ones, all served.
+        for i in 0..10 {
+            let sport = 41000 + i;
+            probe.send(sport, TcpControl::Syn, 100, None, b"");
+            sim.run_for(Duration::from_millis(10)).unwrap();
+            assert_eq!(probe.recv(sport).len(), 1);
+            probe.send(sport, TcpControl::Rst, 101, None, b"");
+            sim.run_for(Duration::from_millis(10)).unwrap();
+        }
+        let get = b"GET / HTTP/1.1\r\nHost: h\r\n\r\n";
+        for i in 0..10 {
+            let sport = 42000 + i;
+            probe.send(sport, TcpControl::Syn, 100, None, b"");
+            sim.run_for(Duration::from_millis(10)).unwrap();
+            let segs = probe.recv(sport);
+            let isn = segs[0].1;
+            probe.send(sport, TcpControl::None, 101, Some(isn + 1), get);
+            sim.run_for(Duration::from_millis(50)).unwrap();
+            let segs = probe.recv(sport);
+            assert!(segs.iter().any(|s| s.3 > 0), "connection {i}: {segs:?}");
+        }
+        assert_eq!(sim.node(h).role().server().requests(), 10);
     }
 }
