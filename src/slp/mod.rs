@@ -9,6 +9,9 @@
 //!                          --multicast   DA discovery by convergence, then the DAs;
 //!                                        without DAs, convergence to the SAs
 //!        ─► replies ─► text or --json; exit status from error codes
+//!   --spi/--bsd/--key: sign SrvReg/SrvDeReg (RFC 2608 §9.2.1, BSD 0x8001
+//!   HMAC-SHA256 or 0x8002 Ed25519), ask queries for an SPI and verify the
+//!   blocks of the replies
 //! ```
 //!
 //! Exit status: 0 success, 1 other failure (socket, broken reply), 2 bad
@@ -17,16 +20,20 @@
 
 use std::fmt;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr, SocketAddrV6, ToSocketAddrs as _};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::str::FromStr as _;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
+use svcroute_stack::wire::slp::auth::{
+    bsd_from_name, bsd_name, ed25519_public, key_from_text, random_key, spi_ok, to_hex,
+};
 use svcroute_stack::wire::slp::{
-    scope::AuthorityName, url::url_service_type, AcceptId, AttrList, AttrRqst, AttrValue, Body,
-    DaAdvert, ErrorCode, Extension, FunctionId, FwdId, Header, LangTag, MeshFwd, Message,
-    NamingAuthority, Predicate, Scope, ScopeList, ServiceType, SlpString, SrvDeReg, SrvReg,
-    SrvRqst, SrvTypeRqst, TagList, UrlEntry, MCAST_V4, PORT,
+    scope::AuthorityName, url::url_service_type, AcceptId, AttrList, AttrRqst, AttrValue,
+    AuthBlocks, Body, Bsd, DaAdvert, ErrorCode, Extension, FunctionId, FwdId, Header, LangTag,
+    MeshFwd, Message, NamingAuthority, Predicate, Scope, ScopeList, ServiceType, Signed, Signer,
+    SlpString, SrvDeReg, SrvReg, SrvRqst, SrvTypeRqst, TagList, UrlEntry, Verifier, MCAST_V4, PORT,
 };
 
 mod net;
@@ -36,8 +43,9 @@ use net::{Net, NetError, Reply, Timing};
 /// `svcroute slp` arguments.
 #[derive(clap::Args)]
 pub(crate) struct SlpArgs {
+    // Boxed: the options outweigh every other command's arguments.
     #[command(flatten)]
-    common: Common,
+    common: Box<Common>,
     #[command(subcommand)]
     cmd: SlpCmd,
 }
@@ -129,6 +137,39 @@ struct Common {
     /// Transaction ID of the first request [default: random].
     #[arg(long, global = true, help_heading = "Agent options")]
     xid: Option<u16>,
+    /// SLP SPI: queries ask for its authentication blocks (RFC 2608 §8.1,
+    /// §10.3); register/deregister sign with it (needs --key).
+    #[arg(
+        long,
+        value_name = "SPI",
+        global = true,
+        help_heading = "Authentication"
+    )]
+    spi: Option<String>,
+    /// Block structure descriptor of --key: ed25519 (0x8002) or hmac-sha256 (0x8001).
+    #[arg(
+        long,
+        value_name = "BSD",
+        default_value = "ed25519",
+        global = true,
+        help_heading = "Authentication"
+    )]
+    bsd: String,
+    /// Key as hex:…, base64:… or file:PATH. register/deregister: the
+    /// signing key (HMAC secret, Ed25519 private key); queries: the key
+    /// replies' blocks are verified with (HMAC secret, Ed25519 public key).
+    #[arg(
+        long,
+        value_name = "KEY",
+        global = true,
+        requires = "spi",
+        help_heading = "Authentication"
+    )]
+    key: Option<String>,
+    /// Seconds the signatures stay valid [default: register: the lifetime;
+    /// deregister: 600].
+    #[arg(long, value_name = "S", global = true, help_heading = "Authentication")]
+    auth_lifetime: Option<u32>,
 }
 
 #[derive(clap::Subcommand)]
@@ -155,8 +196,12 @@ enum SlpCmd {
         /// Act as a mesh-enhanced SA: ask the MDA to forward (MeshFwd RqstFwd).
         #[arg(long)]
         mesh_fwd: bool,
+        /// With --incremental: MeshFwd RqstFwd on the incremental update, so
+        /// the MDA forwards it (svcroute extension of RFC 3528 §4.3).
+        #[arg(long, requires = "incremental", conflicts_with = "mesh_fwd")]
+        mesh_update: bool,
         /// MeshFwd version timestamp, µs since 1900 [default: now].
-        #[arg(long, value_name = "MICROS", requires = "mesh_fwd")]
+        #[arg(long, value_name = "MICROS")]
         version_ts: Option<u64>,
     },
     /// Deregister a service or some of its attributes (SrvDeReg).
@@ -169,8 +214,12 @@ enum SlpCmd {
         /// Act as a mesh-enhanced SA: ask the MDA to forward (MeshFwd RqstFwd).
         #[arg(long)]
         mesh_fwd: bool,
+        /// With --tags: MeshFwd RqstFwd on the partial deregistration, so
+        /// the MDA forwards it (svcroute extension of RFC 3528 §4.3).
+        #[arg(long, requires = "tags", conflicts_with = "mesh_fwd")]
+        mesh_update: bool,
         /// MeshFwd version timestamp, µs since 1900 [default: now].
-        #[arg(long, value_name = "MICROS", requires = "mesh_fwd")]
+        #[arg(long, value_name = "MICROS")]
         version_ts: Option<u64>,
     },
     /// Find services (SrvRqst); prints URL,LIFETIME per line.
@@ -200,6 +249,13 @@ enum SlpCmd {
         /// LDAPv3 search filter on the DAs' attributes.
         #[arg(long, default_value = "")]
         predicate: String,
+    },
+    /// Make a key for --bsd: prints the private key (or writes it to
+    /// --out) and, for Ed25519, the public key, as hex: key text.
+    Keygen {
+        /// Write the private key (hex: text, mode 0600) here instead.
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
     },
 }
 
@@ -508,6 +564,99 @@ struct Ctx {
     scopes: Option<String>,
     json: bool,
     next_xid: std::cell::Cell<u16>,
+    auth: Option<Auth>,
+}
+
+/// `--spi`, `--bsd`, `--key`, `--auth-lifetime`.
+struct Auth {
+    spi: SlpString,
+    bsd: Bsd,
+    /// The key's octets, if `--key` was given.
+    key: Option<Vec<u8>>,
+    lifetime: Option<u32>,
+}
+
+impl Auth {
+    fn new(c: &Common) -> Result<Option<Self>, Fail> {
+        let Some(spi) = &c.spi else {
+            if c.key.is_some() || c.auth_lifetime.is_some() {
+                return Err(input("--key and --auth-lifetime need --spi"));
+            }
+            return Ok(None);
+        };
+        if !spi_ok(spi) {
+            return Err(input(format!(
+                "bad --spi '{spi}': want a scope-like name without , ( ) \\ ! < = > ~ ; * +"
+            )));
+        }
+        let bsd = bsd_from_name(&c.bsd).ok_or_else(|| {
+            input(format!(
+                "bad --bsd '{}': want ed25519 or hmac-sha256",
+                c.bsd
+            ))
+        })?;
+        let key = match &c.key {
+            Some(k) => Some(key_from_text(k).map_err(|e| input(format!("bad --key: {e}")))?),
+            None => None,
+        };
+        Ok(Some(Self {
+            spi: SlpString::new(spi.clone()).map_err(|_| input("--spi too long"))?,
+            bsd,
+            key,
+            lifetime: c.auth_lifetime,
+        }))
+    }
+
+    /// The signer for a registration or deregistration.
+    fn signer(&self) -> Result<Signer, Fail> {
+        let Some(key) = &self.key else {
+            return Err(input(
+                "--spi on register/deregister signs: give the signing key with --key",
+            ));
+        };
+        Signer::new(&self.spi, self.bsd, key).map_err(|e| input(format!("bad --key: {e}")))
+    }
+
+    /// The verifier for replies, if `--key` was given.
+    fn verifier(&self) -> Result<Option<Verifier>, Fail> {
+        let Some(key) = &self.key else {
+            return Ok(None);
+        };
+        let bad = |e: svcroute_stack::wire::slp::auth::KeyError| input(format!("bad --key: {e}"));
+        let v = match self.bsd {
+            // A public key has 32 octets; a PKCS#8 private key gives its own.
+            Bsd::Ed25519 if key.len() != 32 => {
+                let pk = ed25519_public(key).map_err(bad)?;
+                Verifier::new(&self.spi, self.bsd, &pk)
+            }
+            _ => Verifier::new(&self.spi, self.bsd, key),
+        };
+        v.map(Some).map_err(bad)
+    }
+
+    fn json(&self, expires: u32) -> Value {
+        json!({ "spi": self.spi.as_str(), "bsd": bsd_name(self.bsd), "expires": expires })
+    }
+}
+
+/// Seconds since 1970 now, as authentication block timestamps count them.
+fn unix_now() -> u32 {
+    u32::try_from(now_since_1970().as_secs()).unwrap_or(u32::MAX)
+}
+
+/// Checks replies' blocks (`--spi` with `--key`).
+struct Check {
+    verifier: Verifier,
+    now: u32,
+}
+
+impl Check {
+    /// Whether one of `blocks` is a good block of our SPI for `what`.
+    fn good(&self, blocks: &AuthBlocks, what: &Signed<'_>) -> bool {
+        blocks
+            .iter()
+            .any(|b| self.verifier.verify(what, b, self.now).is_ok())
+    }
 }
 
 /// One agent's answer, or why there was none.
@@ -565,7 +714,27 @@ impl Ctx {
             scopes: c.scopes.clone(),
             json: c.json,
             next_xid: std::cell::Cell::new(c.xid.unwrap_or_else(random_xid)),
+            auth: Auth::new(c)?,
         })
+    }
+
+    /// The SPI requests ask for (empty: none).
+    fn spi(&self) -> SlpString {
+        self.auth
+            .as_ref()
+            .map(|a| a.spi.clone())
+            .unwrap_or_default()
+    }
+
+    /// Verification of replies, with `--spi` and `--key`.
+    fn check(&self) -> Result<Option<Check>, Fail> {
+        let Some(a) = &self.auth else {
+            return Ok(None);
+        };
+        Ok(a.verifier()?.map(|verifier| Check {
+            verifier,
+            now: unix_now(),
+        }))
     }
 
     fn scopes_or_default(&self) -> Result<ScopeList, Fail> {
@@ -608,13 +777,16 @@ impl Ctx {
     }
 
     /// Multicast DA discovery (RFC 2608 §12.2.1): the DAAdverts of live DAs
-    /// (boot timestamp not 0) answering for `scopes`.
+    /// (boot timestamp not 0) answering for `scopes`, signed with `spi`
+    /// if not empty (only `das` asks: a DA that cannot sign with it stays
+    /// silent to a multicast request).
     fn discover(
         &self,
         v6: Option<(u16, u32)>,
         over: Option<SocketAddr>,
         scopes: &ScopeList,
         predicate: &Predicate,
+        spi: SlpString,
     ) -> Result<Vec<Reply>, Fail> {
         let req = self.message(
             Body::SrvRqst(SrvRqst {
@@ -622,7 +794,7 @@ impl Ctx {
                 service_type: ServiceType::directory_agent(),
                 scopes: scopes.clone(),
                 predicate: predicate.clone(),
-                spi: SlpString::default(),
+                spi,
             }),
             false,
             vec![],
@@ -664,7 +836,13 @@ impl Ctx {
                     Body::SrvTypeRqst(r) => r.scopes.clone(),
                     _ => ScopeList::default(),
                 };
-                let das = self.discover(*v6, *over, &scopes, &Predicate::default())?;
+                let das = self.discover(
+                    *v6,
+                    *over,
+                    &scopes,
+                    &Predicate::default(),
+                    SlpString::default(),
+                )?;
                 if das.is_empty() {
                     log::info!("no DA found: asking the SAs by multicast");
                     let g = self.group(*v6, *over, group);
@@ -702,7 +880,13 @@ impl Ctx {
         match &self.dest {
             Dest::Das(das) => Ok(das.iter().map(|a| (*a, scopes.clone())).collect()),
             Dest::Multicast { v6, group } => {
-                let das = self.discover(*v6, *group, scopes, &Predicate::default())?;
+                let das = self.discover(
+                    *v6,
+                    *group,
+                    scopes,
+                    &Predicate::default(),
+                    SlpString::default(),
+                )?;
                 let mut out = Vec::new();
                 for r in das {
                     let Body::DaAdvert(d) = r.msg.body() else {
@@ -738,6 +922,9 @@ impl Ctx {
 // Commands.
 
 fn run(args: SlpArgs) -> Result<(), Fail> {
+    if let SlpCmd::Keygen { out } = &args.cmd {
+        return keygen(&args.common, out.as_deref());
+    }
     let ctx = Ctx::new(&args.common)?;
     match args.cmd {
         SlpCmd::Register {
@@ -748,6 +935,7 @@ fn run(args: SlpArgs) -> Result<(), Fail> {
             fresh: _,
             incremental,
             mesh_fwd,
+            mesh_update,
             version_ts,
         } => {
             let url = parse_url(&url)?;
@@ -759,18 +947,38 @@ fn run(args: SlpArgs) -> Result<(), Fail> {
             let attrs = parse_attrs(&attrs)?;
             if incremental && mesh_fwd {
                 return Err(input(
-                    "--mesh-fwd goes only with a fresh registration (RFC 3528 §4.3), not --incremental",
+                    "--mesh-fwd goes only with a fresh registration (RFC 3528 §4.3), not --incremental; \
+                     --mesh-update forwards an incremental one (svcroute extension)",
                 ));
             }
             let scopes = registration_scopes(&ctx)?;
-            let ext = mesh_ext(mesh_fwd, version_ts);
+            let ext = mesh_ext(mesh_fwd || mesh_update, version_ts)?;
+            // RFC 2608 §8.3, §9.2.1: the URL and the attribute list signed.
+            let mut entry = UrlEntry::new(lifetime, url.clone());
+            let mut attr_auths = AuthBlocks::default();
+            let mut signed = None;
+            if let Some(a) = &ctx.auth {
+                if incremental {
+                    return Err(input(
+                        "a signed registration must be fresh: signatures cover all attributes (RFC 2608 §9.3)",
+                    ));
+                }
+                let signer = a.signer()?;
+                let expires = unix_now().saturating_add(a.lifetime.unwrap_or(u32::from(lifetime)));
+                push_block(&mut entry.auths, signer.sign(&Signed::Url(&url), expires))?;
+                push_block(
+                    &mut attr_auths,
+                    signer.sign(&Signed::Attrs(&attrs), expires),
+                )?;
+                signed = Some(a.json(expires));
+            }
             let build = |scopes: ScopeList| {
                 Body::SrvReg(SrvReg {
-                    entry: UrlEntry::new(lifetime, url.clone()),
+                    entry: entry.clone(),
                     service_type: service_type.clone(),
                     scopes,
                     attrs: attrs.clone(),
-                    attr_auths: Default::default(),
+                    attr_auths: attr_auths.clone(),
                 })
             };
             let what = format!("registration of {url}");
@@ -781,6 +989,7 @@ fn run(args: SlpArgs) -> Result<(), Fail> {
                 &scopes,
                 !incremental,
                 &ext,
+                signed,
                 build,
                 &what,
                 |agent, s| {
@@ -792,21 +1001,42 @@ fn run(args: SlpArgs) -> Result<(), Fail> {
             url,
             tags,
             mesh_fwd,
+            mesh_update,
             version_ts,
         } => {
             let url = parse_url(&url)?;
             let tags = parse_tags(&tags)?;
             if !tags.is_empty() && mesh_fwd {
                 return Err(input(
-                    "--mesh-fwd goes only with a complete deregistration (RFC 3528 §4.3), not --tags",
+                    "--mesh-fwd goes only with a complete deregistration (RFC 3528 §4.3), not --tags; \
+                     --mesh-update forwards a partial one (svcroute extension)",
+                ));
+            }
+            if mesh_update && tags.is_empty() {
+                return Err(input(
+                    "--mesh-update goes with --tags; use --mesh-fwd otherwise",
                 ));
             }
             let scopes = registration_scopes(&ctx)?;
-            let ext = mesh_ext(mesh_fwd, version_ts);
+            let ext = mesh_ext(mesh_fwd || mesh_update, version_ts)?;
+            // RFC 2608 §10.6: a URL block for each SPI registered with.
+            let mut entry = UrlEntry::new(0, url.clone());
+            let mut signed = None;
+            if let Some(a) = &ctx.auth {
+                if !tags.is_empty() {
+                    return Err(input(
+                        "a signed deregistration must be complete: no --tags (RFC 2608 §10.6)",
+                    ));
+                }
+                let signer = a.signer()?;
+                let expires = unix_now().saturating_add(a.lifetime.unwrap_or(600));
+                push_block(&mut entry.auths, signer.sign(&Signed::Url(&url), expires))?;
+                signed = Some(a.json(expires));
+            }
             let build = |scopes: ScopeList| {
                 Body::SrvDeReg(SrvDeReg {
                     scopes,
-                    entry: UrlEntry::new(0, url.clone()),
+                    entry: entry.clone(),
                     tags: tags.clone(),
                 })
             };
@@ -819,6 +1049,7 @@ fn run(args: SlpArgs) -> Result<(), Fail> {
                 &scopes,
                 false,
                 &ext,
+                signed,
                 build,
                 &what,
                 |agent, s| {
@@ -842,7 +1073,7 @@ fn run(args: SlpArgs) -> Result<(), Fail> {
                 service_type: st.clone(),
                 scopes,
                 predicate,
-                spi: SlpString::default(),
+                spi: ctx.spi(),
             });
             let expect = [
                 FunctionId::SrvRply,
@@ -868,7 +1099,7 @@ fn run(args: SlpArgs) -> Result<(), Fail> {
                 url,
                 scopes: ctx.scopes_or_default()?,
                 tags,
-                spi: SlpString::default(),
+                spi: ctx.spi(),
             });
             let outcomes = ctx.query(body, &[FunctionId::AttrRply], &GroupFor::Svrloc)?;
             attrs_output(&ctx, &target, &outcomes)
@@ -900,7 +1131,7 @@ fn run(args: SlpArgs) -> Result<(), Fail> {
             };
             let outcomes = match &ctx.dest {
                 Dest::Multicast { v6, group } => ctx
-                    .discover(*v6, *group, &scopes, &predicate)?
+                    .discover(*v6, *group, &scopes, &predicate, ctx.spi())?
                     .into_iter()
                     .map(|r| Outcome {
                         agent: r.from,
@@ -913,7 +1144,7 @@ fn run(args: SlpArgs) -> Result<(), Fail> {
                         service_type: ServiceType::directory_agent(),
                         scopes,
                         predicate,
-                        spi: SlpString::default(),
+                        spi: ctx.spi(),
                     });
                     let expect = [FunctionId::DaAdvert, FunctionId::SrvRply];
                     ctx.query(body, &expect, &GroupFor::DaDiscovery)?
@@ -921,7 +1152,64 @@ fn run(args: SlpArgs) -> Result<(), Fail> {
             };
             das_output(&ctx, &outcomes)
         }
+        SlpCmd::Keygen { .. } => Ok(()),
     }
+}
+
+fn push_block(
+    blocks: &mut AuthBlocks,
+    b: svcroute_stack::wire::slp::AuthBlock,
+) -> Result<(), Fail> {
+    blocks
+        .push(b)
+        .map_err(|_| input("too many authentication blocks"))
+}
+
+/// `svcroute slp keygen`: fresh key material as key text.
+fn keygen(c: &Common, out: Option<&std::path::Path>) -> Result<(), Fail> {
+    let bsd = bsd_from_name(&c.bsd).ok_or_else(|| {
+        input(format!(
+            "bad --bsd '{}': want ed25519 or hmac-sha256",
+            c.bsd
+        ))
+    })?;
+    let key = random_key().ok_or_else(|| Fail::Other("the system random source failed".into()))?;
+    let private = format!("hex:{}", to_hex(&key));
+    let public = match bsd {
+        Bsd::Ed25519 => Some(format!(
+            "hex:{}",
+            to_hex(&ed25519_public(&key).map_err(|e| Fail::Other(e.to_string()))?)
+        )),
+        _ => None,
+    };
+    if let Some(path) = out {
+        use std::io::Write as _;
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path)
+            .map_err(|e| Fail::Other(format!("{}: {e}", path.display())))?;
+        writeln!(f, "{private}").map_err(|e| Fail::Other(format!("{}: {e}", path.display())))?;
+    }
+    let shown_private = match out {
+        Some(p) => format!("file:{}", p.display()),
+        None => private,
+    };
+    if c.json {
+        println!(
+            "{}",
+            json!({ "bsd": bsd_name(bsd), "private": shown_private, "public": public })
+        );
+    } else {
+        println!("bsd: {}", bsd_name(bsd));
+        println!("private: {shown_private}");
+        if let Some(p) = public {
+            println!("public: {p}");
+        }
+    }
+    Ok(())
 }
 
 fn registration_scopes(ctx: &Ctx) -> Result<ScopeList, Fail> {
@@ -936,15 +1224,18 @@ fn registration_scopes(ctx: &Ctx) -> Result<ScopeList, Fail> {
 
 /// MeshFwd RqstFwd (RFC 3528 §4.3): version timestamp, accept timestamp 0,
 /// no accept DA URL yet.
-fn mesh_ext(mesh_fwd: bool, version_ts: Option<u64>) -> Vec<Extension> {
+fn mesh_ext(mesh_fwd: bool, version_ts: Option<u64>) -> Result<Vec<Extension>, Fail> {
     if !mesh_fwd {
-        return vec![];
+        if version_ts.is_some() {
+            return Err(input("--version-ts goes with --mesh-fwd or --mesh-update"));
+        }
+        return Ok(vec![]);
     }
-    vec![Extension::MeshFwd(MeshFwd {
+    Ok(vec![Extension::MeshFwd(MeshFwd {
         fwd: FwdId::RqstFwd,
         version: version_ts.unwrap_or_else(|| micros_since_1900(now_since_1970())),
         accept: AcceptId::default(),
-    })]
+    })])
 }
 
 /// SrvReg / SrvDeReg to every target; every one must acknowledge with 0
@@ -957,6 +1248,7 @@ fn update(
     scopes: &ScopeList,
     fresh: bool,
     ext: &[Extension],
+    signed: Option<Value>,
     build: impl Fn(ScopeList) -> Body,
     what: &str,
     done: impl Fn(SocketAddr, &ScopeList) -> String,
@@ -1007,6 +1299,9 @@ fn update(
         });
         if let Some(Extension::MeshFwd(m)) = ext.first() {
             out["mesh_fwd"] = json!({ "fwd_id": "RqstFwd", "version_timestamp": m.version });
+        }
+        if let Some(s) = signed {
+            out["auth"] = s;
         }
         println!("{out}");
     }
@@ -1125,25 +1420,58 @@ fn attrs_json(a: &AttrList) -> Value {
     )
 }
 
+/// Whether a reply's item passes `--key` verification: `None` without a
+/// key; a failing item is dropped with a warning (RFC 2608 §8.5: a UA that
+/// can verify MUST discard what fails).
+fn verified(
+    check: Option<&Check>,
+    blocks: &AuthBlocks,
+    what: &Signed<'_>,
+    name: &str,
+) -> Option<bool> {
+    let c = check?;
+    let good = c.good(blocks, what);
+    if !good {
+        eprintln!(
+            "svcroute: slp: warning: {name}: no good authentication block for SPI {}, dropped",
+            c.verifier.spi()
+        );
+    }
+    Some(good)
+}
+
 fn find_output(ctx: &Ctx, st: &ServiceType, outcomes: &[Outcome]) -> Result<(), Fail> {
+    let check = ctx.check()?;
     let res = successes(outcomes, &format!("SrvRqst for {st}"));
-    let mut entries: Vec<(String, u16, usize, SocketAddr)> = Vec::new();
+    let mut entries: Vec<(String, u16, usize, SocketAddr, Option<bool>)> = Vec::new();
     if let Ok(ok) = &res {
         for r in ok {
-            let found: Vec<(String, u16, usize)> = match r.msg.body() {
+            let found: Vec<(String, u16, usize, Option<bool>)> = match r.msg.body() {
                 Body::SrvRply(s) => s
                     .entries
                     .iter()
-                    .map(|e| (e.url.as_str().to_owned(), e.lifetime, e.auths.len()))
+                    .map(|e| {
+                        let v = verified(check.as_ref(), &e.auths, &Signed::Url(&e.url), &e.url);
+                        (e.url.as_str().to_owned(), e.lifetime, e.auths.len(), v)
+                    })
                     .collect(),
-                Body::DaAdvert(d) => vec![(d.url.as_str().to_owned(), 0, d.auths.len())],
-                Body::SaAdvert(s) => vec![(s.url.as_str().to_owned(), 0, s.auths.len())],
+                Body::DaAdvert(d) => {
+                    let v = verified(check.as_ref(), &d.auths, &Signed::da_advert(d), &d.url);
+                    vec![(d.url.as_str().to_owned(), 0, d.auths.len(), v)]
+                }
+                Body::SaAdvert(s) => {
+                    let v = verified(check.as_ref(), &s.auths, &Signed::sa_advert(s), &s.url);
+                    vec![(s.url.as_str().to_owned(), 0, s.auths.len(), v)]
+                }
                 _ => vec![],
             };
-            for (url, lifetime, auths) in found {
+            for (url, lifetime, auths, v) in found {
+                if v == Some(false) {
+                    continue;
+                }
                 // URLs compare case-sensitively (RFC 2608 §6.4); keep the first.
                 if !entries.iter().any(|e| e.0 == url) {
-                    entries.push((url, lifetime, auths, r.from));
+                    entries.push((url, lifetime, auths, r.from, v));
                 }
             }
         }
@@ -1154,14 +1482,14 @@ fn find_output(ctx: &Ctx, st: &ServiceType, outcomes: &[Outcome]) -> Result<(), 
             json!({
                 "command": "find",
                 "service_type": st.as_str(),
-                "entries": entries.iter().map(|(u, l, a, f)| json!({
-                    "url": u, "lifetime": l, "auth_blocks": a, "from": f.to_string(),
+                "entries": entries.iter().map(|(u, l, a, f, v)| json!({
+                    "url": u, "lifetime": l, "auth_blocks": a, "verified": v, "from": f.to_string(),
                 })).collect::<Vec<_>>(),
                 "replies": outcomes.iter().map(outcome_json).collect::<Vec<_>>(),
             })
         );
     } else {
-        for (url, lifetime, _, _) in &entries {
+        for (url, lifetime, _, _, _) in &entries {
             println!("{url},{lifetime}");
         }
     }
@@ -1169,13 +1497,16 @@ fn find_output(ctx: &Ctx, st: &ServiceType, outcomes: &[Outcome]) -> Result<(), 
 }
 
 fn attrs_output(ctx: &Ctx, target: &str, outcomes: &[Outcome]) -> Result<(), Fail> {
+    let check = ctx.check()?;
     let res = successes(outcomes, &format!("AttrRqst for {target}"));
-    let mut lists: Vec<(&AttrList, SocketAddr)> = Vec::new();
+    let mut lists: Vec<(&AttrList, SocketAddr, usize, Option<bool>)> = Vec::new();
     if let Ok(ok) = &res {
         for r in ok {
             if let Body::AttrRply(a) = r.msg.body() {
-                if !lists.iter().any(|(l, _)| *l == &a.attrs) {
-                    lists.push((&a.attrs, r.from));
+                let name = format!("attributes from {}", r.from);
+                let v = verified(check.as_ref(), &a.auths, &Signed::Attrs(&a.attrs), &name);
+                if v != Some(false) && !lists.iter().any(|(l, ..)| *l == &a.attrs) {
+                    lists.push((&a.attrs, r.from, a.auths.len(), v));
                 }
             }
         }
@@ -1186,16 +1517,18 @@ fn attrs_output(ctx: &Ctx, target: &str, outcomes: &[Outcome]) -> Result<(), Fai
             json!({
                 "command": "attrs",
                 "target": target,
-                "lists": lists.iter().map(|(l, f)| json!({
+                "lists": lists.iter().map(|(l, f, n, v)| json!({
                     "from": f.to_string(),
                     "attrs": l.to_string(),
                     "attributes": attrs_json(l),
+                    "auth_blocks": n,
+                    "verified": v,
                 })).collect::<Vec<_>>(),
                 "replies": outcomes.iter().map(outcome_json).collect::<Vec<_>>(),
             })
         );
     } else {
-        for (l, _) in &lists {
+        for (l, ..) in &lists {
             println!("{l}");
         }
     }
@@ -1233,7 +1566,7 @@ fn types_output(ctx: &Ctx, outcomes: &[Outcome]) -> Result<(), Fail> {
     res.map(|_| ())
 }
 
-fn da_json(d: &DaAdvert, r: &Reply) -> Value {
+fn da_json(d: &DaAdvert, r: &Reply, verified: Option<bool>) -> Value {
     json!({
         "url": d.url.as_str(),
         "scopes": scope_names(&d.scopes),
@@ -1245,19 +1578,22 @@ fn da_json(d: &DaAdvert, r: &Reply) -> Value {
         "mesh_enhanced": d.attrs.is_mesh_enhanced(),
         "spi_list": d.spi_list.as_str(),
         "auth_blocks": d.auths.len(),
+        "verified": verified,
         "from": r.from.to_string(),
         "transport": transport(r),
     })
 }
 
 fn das_output(ctx: &Ctx, outcomes: &[Outcome]) -> Result<(), Fail> {
+    let check = ctx.check()?;
     let res = successes(outcomes, "DA discovery");
-    let mut das: Vec<(&DaAdvert, &Reply)> = Vec::new();
+    let mut das: Vec<(&DaAdvert, &Reply, Option<bool>)> = Vec::new();
     if let Ok(ok) = &res {
         for r in ok {
             if let Body::DaAdvert(d) = r.msg.body() {
-                if !das.iter().any(|(x, _)| x.url == d.url) {
-                    das.push((d, r));
+                let v = verified(check.as_ref(), &d.auths, &Signed::da_advert(d), &d.url);
+                if v != Some(false) && !das.iter().any(|(x, ..)| x.url == d.url) {
+                    das.push((d, r, v));
                 }
             }
         }
@@ -1267,12 +1603,12 @@ fn das_output(ctx: &Ctx, outcomes: &[Outcome]) -> Result<(), Fail> {
             "{}",
             json!({
                 "command": "das",
-                "das": das.iter().map(|(d, r)| da_json(d, r)).collect::<Vec<_>>(),
+                "das": das.iter().map(|(d, r, v)| da_json(d, r, *v)).collect::<Vec<_>>(),
                 "replies": outcomes.iter().map(outcome_json).collect::<Vec<_>>(),
             })
         );
     } else {
-        for (d, r) in &das {
+        for (d, r, _) in &das {
             let boot = if d.boot_timestamp == 0 {
                 "0 (going down)".to_owned()
             } else {
@@ -1360,6 +1696,7 @@ mod test {
             scopes: None,
             json: false,
             next_xid: std::cell::Cell::new(1),
+            auth: None,
         };
         let g = |k| c.group(Some((5, 0)), None, &k).to_string();
         assert_eq!(g(GroupFor::DaDiscovery), "[ff05::123]:427");
@@ -1372,6 +1709,98 @@ mod test {
             c.group(None, None, &GroupFor::Svrloc).to_string(),
             "239.255.255.253:427"
         );
+    }
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: SlpArgs,
+    }
+
+    fn ctx_of(argv: &[&str]) -> Result<Ctx, Fail> {
+        use clap::Parser as _;
+        let mut full = vec!["slp", "--da", "127.0.0.1"];
+        full.extend_from_slice(argv);
+        Ctx::new(&Cli::try_parse_from(full).unwrap().args.common)
+    }
+
+    #[test]
+    fn auth_options_are_checked_and_named() {
+        use clap::Parser as _;
+        for (argv, want) in [
+            (&["--spi", "a,b", "find", "x"][..], "--spi"),
+            (&["--spi", "k", "--bsd", "dsa", "find", "x"][..], "--bsd"),
+            (
+                &["--spi", "k", "--key", "hex:zz", "find", "x"][..],
+                "bad --key",
+            ),
+            (
+                &["--spi", "k", "--key", "0011", "find", "x"][..],
+                "hex:, base64: or file:",
+            ),
+        ] {
+            let e = ctx_of(argv).err().expect("refused");
+            assert_eq!(e.exit_code(), 2);
+            assert!(e.to_string().contains(want), "{argv:?}: {e}");
+        }
+        // --key needs --spi (clap), --auth-lifetime too (ours).
+        assert!(Cli::try_parse_from(["slp", "--key", "hex:00", "find", "x"]).is_err());
+        assert!(ctx_of(&["--auth-lifetime", "5", "find", "x"]).is_err());
+        // Signing needs a key; a short HMAC secret is refused when used.
+        let c = ctx_of(&["--spi", "k", "find", "x"]).unwrap();
+        assert!(c.auth.as_ref().unwrap().signer().is_err());
+        let c = ctx_of(&[
+            "--spi",
+            "k",
+            "--bsd",
+            "hmac-sha256",
+            "--key",
+            "hex:00",
+            "find",
+            "x",
+        ])
+        .unwrap();
+        let e = c.auth.as_ref().unwrap().signer().unwrap_err();
+        assert!(e.to_string().contains("at least 16"), "{e}");
+        assert_eq!(c.spi().as_str(), "k");
+    }
+
+    #[test]
+    fn replies_are_verified_with_the_key() {
+        let seed = [4; 32];
+        let signer = Signer::new("k", Bsd::Ed25519, &seed).unwrap();
+        let url = SlpString::new("service:x://h").unwrap();
+        let mut blocks = AuthBlocks::default();
+        blocks
+            .push(signer.sign(&Signed::Url(&url), u32::MAX))
+            .unwrap();
+        // The public key, or the private key (its public half is derived
+        // unless it is a 32-octet seed, which reads as a public key).
+        let public = format!("hex:{}", to_hex(&ed25519_public(&seed).unwrap()));
+        let c = ctx_of(&["--spi", "k", "--key", &public, "find", "x"]).unwrap();
+        let check = c.check().unwrap().unwrap();
+        assert_eq!(
+            verified(Some(&check), &blocks, &Signed::Url(&url), "u"),
+            Some(true)
+        );
+        let other = SlpString::new("service:x://evil").unwrap();
+        assert_eq!(
+            verified(Some(&check), &blocks, &Signed::Url(&other), "u"),
+            Some(false)
+        );
+        assert_eq!(
+            verified(
+                Some(&check),
+                &AuthBlocks::default(),
+                &Signed::Url(&url),
+                "u"
+            ),
+            Some(false)
+        );
+        assert_eq!(verified(None, &blocks, &Signed::Url(&url), "u"), None);
+        // No --key: nothing to check with.
+        let c = ctx_of(&["--spi", "k", "find", "x"]).unwrap();
+        assert!(c.check().unwrap().is_none());
     }
 
     #[test]

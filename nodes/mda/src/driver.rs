@@ -77,6 +77,12 @@ pub struct MdaConfig {
     pub max_backlog: usize,
     /// RNG seed (0: derived from the node name).
     pub seed: u64,
+    /// `[[mda.keys]]`: keys to verify SLP auth blocks with (SA
+    /// registrations, peers' DAAdverts); their SPIs are our DAAdvert's SPI
+    /// list. Checked when the file is read.
+    pub keys: core::KeyList,
+    /// `[[mda.sign_keys]]`: keys our DAAdverts are signed with.
+    pub sign_keys: core::SignKeyList,
 }
 
 impl Default for MdaConfig {
@@ -102,6 +108,8 @@ impl Default for MdaConfig {
             max_frame: 65_536,
             max_backlog: 64 << 20,
             seed: 0,
+            keys: core::KeyList::default(),
+            sign_keys: core::SignKeyList::default(),
         }
     }
 }
@@ -118,6 +126,16 @@ pub enum ConfigError {
     /// A peer is not an IP address.
     #[error("mda.peers: not an IP address: {0:?}")]
     Peer(String),
+    /// A `[[mda.keys]]` or `[[mda.sign_keys]]` entry is refused.
+    #[error("mda.{list} (spi {spi:?}): {problem}")]
+    Key {
+        /// `keys` or `sign_keys`.
+        list: &'static str,
+        /// The entry's SPI.
+        spi: String,
+        /// What is wrong, naming the field.
+        problem: String,
+    },
 }
 
 /// Where accepted updates become durable before their SrvAck goes out.
@@ -302,6 +320,10 @@ impl Mda {
             min_refresh_s: c.min_refresh_s,
             wall_us_at_zero: self.wall_us_at_zero,
             seed: c.seed,
+            keys: core::Keys {
+                verify: c.keys.clone(),
+                sign: c.sign_keys.clone(),
+            },
         }
     }
 

@@ -6,9 +6,9 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use smoltcp::time::{Duration, Instant};
 use smoltcp::wire::{IpAddress, IpEndpoint};
-use svcroute_stack::wire::slp::{Body, ErrorCode, LangTag, Message};
+use svcroute_stack::wire::slp::{Attribute, Body, ErrorCode, LangTag, Message};
 
-use super::tests::{cfg, da_url, dereg, ip, reg, rqst_fwd, T0};
+use super::tests::{cfg, da_url, dereg, ip, reg, rqst_fwd, with_body, with_header, T0};
 use super::*;
 
 #[derive(Debug)]
@@ -483,4 +483,297 @@ fn converges_under_loss_partition_and_restart() {
     assert!(live(&m.das[4], &url(5000)).is_some());
     assert!(live(&m.das[2], &url(0)).is_none(), "deregistered");
     assert_eq!(live(&m.das[0], &url(1)).as_deref(), Some("(r=2)"));
+}
+
+// ---- incremental registrations and partial deregistrations -------------
+
+impl Mesh {
+    /// The SA sends `m` to MDA `i`; the code of its SrvAck.
+    fn sa_code(&mut self, i: usize, m: &Message) -> ErrorCode {
+        let from = IpEndpoint::new(ip(200), SA_PORT);
+        self.das[i].handle_udp(self.now, from, &m.to_bytes(), false);
+        self.settle();
+        let acks: Vec<_> = self.acks.drain(..).collect();
+        assert_eq!(acks.len(), 1, "{acks:?}");
+        acks[0].1
+    }
+}
+
+fn incr(url: &str, attrs: &str) -> Message {
+    with_header(reg(url, attrs), |h| h.flags.fresh = false)
+}
+
+/// `m` with the longest lifetime, so nothing expires during a test.
+fn forever(m: Message) -> Message {
+    with_body(m, |b| {
+        if let Body::SrvReg(r) = b {
+            r.entry.lifetime = u16::MAX;
+        }
+    })
+}
+
+#[test]
+fn incremental_updates_are_forwarded_one_hop() {
+    let mut m = Mesh::new(&["x"; 3], |_| {});
+    m.run(Duration::from_secs(30));
+    m.sa(0, &rqst_fwd(reg(&url(1), "(a=1),(b=2)"), 10));
+    m.sa(0, &rqst_fwd(incr(&url(1), "(b=3),(c=4)"), 20));
+    m.sa(1, &rqst_fwd(dereg(&url(1), "a"), 30));
+    for d in &m.das {
+        assert_eq!(live(d, &url(1)).as_deref(), Some("(b=3),(c=4)"));
+    }
+    // MDA 1 accepted two, MDA 2 one; each went to both peers, once.
+    assert_eq!(m.das[0].counters()["mda.forwarded"], 4);
+    assert_eq!(m.das[1].counters()["mda.forwarded"], 2);
+    assert_eq!(m.das[2].counters().get("mda.forwarded"), None);
+    assert!(m.acks.is_empty());
+    m.assert_converged();
+}
+
+#[test]
+fn late_older_incremental_never_undoes_a_newer_one() {
+    let mut m = Mesh::new(&["x"; 3], |_| {});
+    m.run(Duration::from_secs(30));
+    m.sa(0, &rqst_fwd(reg(&url(1), "(c=1)"), 10));
+    m.partition(&[2], &[0, 1]);
+    // The newer update reaches MDAs 1 and 2; the older one (a late
+    // retransmission) reaches the cut-off MDA 3 only.
+    m.sa(0, &rqst_fwd(incr(&url(1), "(c=new)"), 30));
+    m.sa(2, &rqst_fwd(incr(&url(1), "(c=old),(d=1)"), 20));
+    assert_eq!(live(&m.das[2], &url(1)).as_deref(), Some("(c=old),(d=1)"));
+    m.run(Duration::from_secs(40));
+    m.heal();
+    m.run(Duration::from_secs(120));
+    for d in &m.das {
+        assert_eq!(live(d, &url(1)).as_deref(), Some("(d=1),(c=new)"));
+    }
+    m.assert_converged();
+}
+
+/// One SA operation of the model.
+#[derive(Debug, Clone)]
+enum Op {
+    Fresh(String),
+    Incr(String),
+    Partial(String),
+    Dereg,
+}
+
+/// What an MDA must show for `ops`: applied in version order (RFC 2608:
+/// a fresh SrvReg replaces, an incremental one updates a live
+/// registration, a partial SrvDeReg removes attributes of one, a complete
+/// one deletes).
+fn model(ops: &[(u64, Op)]) -> Option<String> {
+    let mut ops = ops.to_vec();
+    ops.sort_by_key(|(v, _)| *v);
+    let mut st: Option<Vec<Attribute>> = None;
+    for (_, op) in ops {
+        st = match (op, st) {
+            (Op::Fresh(a), _) => Some(AttrList::parse(&a).unwrap().attributes().to_vec()),
+            (Op::Dereg, _) => None,
+            (Op::Incr(a), Some(cur)) => Some(merge(&cur, &AttrList::parse(&a).unwrap())),
+            (Op::Partial(t), Some(cur)) => {
+                let tags = TagList::parse(&t).unwrap();
+                Some(cur.into_iter().filter(|a| !tags.matches(a.tag())).collect())
+            }
+            (_, None) => None,
+        };
+    }
+    st.map(|v| AttrList::new(v).unwrap().to_string())
+}
+
+/// Random fresh, incremental, partial and complete updates at random MDAs,
+/// a third of them late (an older version than ones already sent), with
+/// UDP loss, then a partition (updates cross it by anti-entropy only), then
+/// a restart: every MDA ends up showing exactly the operations applied in
+/// version order.
+#[test]
+fn random_updates_converge_to_the_version_order_result() {
+    let scopes = ["x"; 4];
+    let mut m = Mesh::new(&scopes, |_| {});
+    m.loss = 0.2;
+    m.run(Duration::from_secs(60));
+    let mut rng = 0x5eed_u64;
+    let urls: Vec<String> = (0..3).map(url).collect();
+    let mut ops: BTreeMap<String, Vec<(u64, Op)>> = BTreeMap::new();
+    let mut used = BTreeSet::new();
+    let mut next_v = 10_000;
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    let check = |m: &Mesh, ops: &BTreeMap<String, Vec<(u64, Op)>>, when: &str| {
+        m.assert_converged();
+        for u in &urls {
+            let want = model(ops.get(u).map_or(&[][..], Vec::as_slice));
+            for (i, d) in m.das.iter().enumerate() {
+                assert_eq!(live(d, u), want, "{when}: MDA {i}, {u}: {:?}", ops.get(u));
+            }
+        }
+    };
+    for round in 0..3 {
+        if round == 1 {
+            m.partition(&[0, 1], &[2, 3]);
+        }
+        if round == 2 {
+            m.restart(3, &scopes, |_| {});
+        }
+        for _ in 0..80 {
+            let mut pick = |n: u64| splitmix(&mut rng) % n;
+            let u = &urls[pick(urls.len() as u64) as usize];
+            next_v += 100;
+            let v = loop {
+                let v = if pick(3) == 0 {
+                    next_v - 100 * (1 + pick(6)) - (1 + pick(99))
+                } else {
+                    next_v
+                };
+                if used.insert(v) {
+                    break v;
+                }
+            };
+            let tag = |p: &mut dyn FnMut(u64) -> u64| ["a", "b", "c"][p(3) as usize];
+            let live_at: Vec<usize> = (0..scopes.len())
+                .filter(|i| {
+                    m.das[*i]
+                        .registration(u, &LangTag::en())
+                        .is_some_and(|r| r.alive(m.now))
+                })
+                .collect();
+            let kind = pick(20);
+            let (op, msg, at) = if kind < 3 || live_at.is_empty() {
+                let a = format!(
+                    "({}={}),({}={})",
+                    tag(&mut pick),
+                    pick(100),
+                    tag(&mut pick),
+                    pick(100)
+                );
+                (Op::Fresh(a.clone()), forever(reg(u, &a)), pick(4) as usize)
+            } else if kind < 18 {
+                let at = live_at[pick(live_at.len() as u64) as usize];
+                if kind < 13 {
+                    let a = format!("({}={})", tag(&mut pick), pick(100));
+                    (Op::Incr(a.clone()), forever(incr(u, &a)), at)
+                } else {
+                    let t = ["a", "b,c", "c*", "b"][pick(4) as usize];
+                    (Op::Partial(t.to_owned()), dereg(u, t), at)
+                }
+            } else {
+                (Op::Dereg, dereg(u, ""), pick(4) as usize)
+            };
+            let code = m.sa_code(at, &rqst_fwd(msg, v));
+            let name = match op {
+                Op::Fresh(_) => "fresh",
+                Op::Incr(_) => "incremental",
+                Op::Partial(_) => "partial",
+                Op::Dereg => "deregistration",
+            };
+            *counts.entry(name).or_insert(0) += 1;
+            if code == ErrorCode::Ok {
+                ops.entry(u.clone()).or_default().push((v, op));
+            }
+            if pick(4) == 0 {
+                m.run(Duration::from_secs(1));
+            }
+        }
+        m.run(Duration::from_secs(20));
+        if round == 1 {
+            m.heal();
+        }
+        m.run(Duration::from_secs(120));
+        check(&m, &ops, &format!("round {round}"));
+    }
+    // Every kind of operation took part, and late ones were refused as stale.
+    assert_eq!(counts.len(), 4, "{counts:?}");
+    assert!(m
+        .das
+        .iter()
+        .any(|d| d.counters().get("mda.stale_update").is_some()));
+}
+
+// ---- authentication ------------------------------------------------------
+
+/// MDAs 1–3 sign with their own Ed25519 keys and admit each other; MDA 4
+/// has no key. An SA signs with HMAC.
+fn auth_keys(c: &mut Config) {
+    use ring::signature::{Ed25519KeyPair, KeyPair as _};
+    use svcroute_stack::wire::slp::auth::to_hex;
+    let me: u8 = c.url.rsplit('.').next().unwrap().parse().unwrap();
+    if me == 4 {
+        return;
+    }
+    let mut verify = vec![VerifyKey::new(
+        "sa",
+        "hmac-sha256",
+        "base64:AAECAwQFBgcICQoLDA0ODw==",
+        &[Admit::Sa],
+    )
+    .unwrap()];
+    for n in 1..=3_u8 {
+        let pair = Ed25519KeyPair::from_seed_unchecked(&[n; 32]).unwrap();
+        let public = format!("hex:{}", to_hex(pair.public_key().as_ref()));
+        verify
+            .push(VerifyKey::new(&format!("mda{n}"), "ed25519", &public, &[Admit::Peer]).unwrap());
+    }
+    c.keys = Keys {
+        verify: KeyList::new(verify).unwrap(),
+        sign: SignKeyList::new(vec![SignKey::new(
+            &format!("mda{me}"),
+            "ed25519",
+            &format!("hex:{}", to_hex(&[me; 32])),
+        )
+        .unwrap()])
+        .unwrap(),
+    };
+}
+
+#[test]
+fn only_authenticated_mdas_are_peered_and_signed_registrations_propagate() {
+    use svcroute_stack::wire::slp::{Bsd, Signed, Signer};
+    let mut m = Mesh::new(&["x"; 4], auth_keys);
+    m.loss = 0.1;
+    m.run(Duration::from_secs(120));
+    for i in 0..3 {
+        let mut want: Vec<String> = (1..=3)
+            .filter(|n| *n != i + 1)
+            .map(|n| da_url(n as u8))
+            .collect();
+        want.sort();
+        assert_eq!(m.das[i].active_peers(), want, "MDA {}", i + 1);
+        let refused = [
+            "drop.mda.advert_auth_absent",
+            "drop.mda.peer_unauthenticated",
+        ]
+        .iter()
+        .map(|k| m.das[i].counters().get(k).copied().unwrap_or(0))
+        .sum::<u64>();
+        assert!(refused > 0, "MDA {} never refused MDA 4", i + 1);
+    }
+    // MDA 4 (no keys) would peer with anyone, but nobody keeps it.
+    assert!(m.das[3].active_peers().is_empty());
+    // A signed registration at MDA 1 reaches MDAs 2 and 3 with its blocks.
+    let sa = Signer::new("sa", Bsd::HmacSha256, &(0..16).collect::<Vec<u8>>()).unwrap();
+    let signed = with_body(rqst_fwd(reg(&url(1), "(a=1)"), 5), |b| {
+        if let Body::SrvReg(r) = b {
+            r.entry
+                .auths
+                .push(sa.sign(&Signed::Url(&r.entry.url), u32::MAX))
+                .unwrap();
+            r.attr_auths
+                .push(sa.sign(&Signed::Attrs(&r.attrs), u32::MAX))
+                .unwrap();
+        }
+    });
+    m.sa(0, &signed);
+    assert_ne!(m.sa_code(1, &rqst_fwd(reg(&url(2), ""), 5)), ErrorCode::Ok);
+    for d in &m.das[..3] {
+        let r = d.registration(&url(1), &LangTag::en()).unwrap();
+        assert_eq!((r.url_auths.len(), r.attr_auths.len()), (1, 1));
+        assert_eq!(
+            sa.verifier()
+                .verify(&Signed::Url(&r.url), &r.url_auths[0], 0),
+            Ok(())
+        );
+    }
+    assert!(m.das[3].registration(&url(1), &LangTag::en()).is_none());
+    let d: Vec<u64> = m.das[..3].iter().map(Mda::digest).collect();
+    assert!(d.iter().all(|x| *x == d[0]), "{d:x?}");
 }

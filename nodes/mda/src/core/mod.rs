@@ -30,8 +30,13 @@
 //! `now` plus [`Config::wall_us_at_zero`]. Randomness (XIDs, the boot
 //! advert's start wait) comes from [`Config::seed`].
 
+mod auth;
 mod store;
 
+#[cfg(test)]
+mod auth_tests;
+#[cfg(test)]
+mod incremental_tests;
 #[cfg(test)]
 mod mesh_tests;
 #[cfg(test)]
@@ -45,13 +50,15 @@ use smoltcp::wire::{IpAddress, IpEndpoint, Ipv4Address, Ipv6Address};
 use svcroute_stack::wire::slp::codec::List;
 use svcroute_stack::wire::slp::{
     self, AcceptId, AntiEntropyType, AntiEtrpRqst, AttrList, AttrRply, AttrRqst, AttrValue,
-    Attribute, Body, DaAdvert, ErrorCode, Extension, Flags, FunctionId, FwdId, Header, LangTag,
-    MeshFwd, Message, ScopeList, ServiceType, ServiceTypeList, SlpString, SrvAck, SrvDeReg, SrvReg,
-    SrvRply, SrvRqst, SrvTypeRply, SrvTypeRqst, UrlEntry,
+    Attribute, AuthBlocks, Body, DaAdvert, ErrorCode, Extension, Flags, FunctionId, FwdId, Header,
+    LangTag, MeshFwd, Message, ScopeList, ServiceType, ServiceTypeList, Signed, SlpString, SrvAck,
+    SrvDeReg, SrvReg, SrvRply, SrvRqst, SrvTypeRply, SrvTypeRqst, TagList, UrlEntry,
 };
 
+use auth::Refusal;
+pub use auth::{Admit, KeyEntry, KeyList, Keys, SignKey, SignKeyEntry, SignKeyList, VerifyKey};
 use store::Store;
-pub use store::{Clock, Key, Record, Reg, StateRecord};
+pub use store::{merge, Change, Clock, Key, Record, Reg, StateRecord, Update, UpdateRecord};
 
 /// RFC 3111 link-local SVRLOC-DA group `FF02::123`: unsolicited DAAdverts
 /// over IPv6 go here.
@@ -101,6 +108,8 @@ pub struct Config {
     pub wall_us_at_zero: u64,
     /// Seed of the core's RNG.
     pub seed: u64,
+    /// Keys: SA and peer authentication, DAAdvert signatures (see `auth`).
+    pub keys: Keys,
 }
 
 impl Config {
@@ -126,6 +135,7 @@ impl Config {
             min_refresh_s: 0,
             wall_us_at_zero: 0,
             seed: 0,
+            keys: Keys::default(),
         }
     }
 }
@@ -292,7 +302,11 @@ impl Mda {
                         self.count("drop.mda.replay_bad_record");
                         continue;
                     };
-                    if let Some(a) = &reg.accept {
+                    let accepts = reg
+                        .accept
+                        .iter()
+                        .chain(reg.updates.iter().map(|u| &u.accept));
+                    for a in accepts {
                         self.note_summary(a);
                         if a.da_url.as_str() == self.cfg.url {
                             self.accept_hwm = self.accept_hwm.max(a.timestamp);
@@ -387,7 +401,8 @@ impl Mda {
     }
 
     /// A digest of the live and deleted mesh-visible state (URL, language,
-    /// version, deleted, attributes, scopes): equal digests mean equal
+    /// version, deleted, attributes, scopes, auth blocks, and the versions
+    /// and changes of incremental updates): equal digests mean equal
     /// databases, whatever the accept IDs.
     pub fn digest(&self) -> u64 {
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
@@ -406,6 +421,17 @@ impl Mda {
             eat(&[u8::from(r.deleted)]);
             eat(r.attrs.to_string().as_bytes());
             eat(r.scopes.to_string().as_bytes());
+            let mut auths = Vec::new();
+            slp::url::encode_auths(&r.url_auths, &mut auths);
+            slp::url::encode_auths(&r.attr_auths, &mut auths);
+            eat(&auths);
+            for u in &r.updates {
+                eat(&u.version.to_be_bytes());
+                match &u.change {
+                    Change::Add(a) => eat(format!("+{a}").as_bytes()),
+                    Change::Remove(t) => eat(format!("-{}", t.as_raw()).as_bytes()),
+                }
+            }
         }
         h
     }
@@ -415,7 +441,7 @@ impl Mda {
         let mut v: Vec<Record> = self
             .store
             .iter()
-            .map(|(_, r)| Record::State(StateRecord::of(r, self.clock)))
+            .map(|(_, r)| Record::State(Box::new(StateRecord::of(r, self.clock))))
             .collect();
         v.push(Record::Watermark {
             accept_hwm: self.accept_hwm,
@@ -503,7 +529,7 @@ impl Mda {
                 if let Some(c) = self.conns.get_mut(&id) {
                     c.next_keepalive = next;
                 }
-                let adv = self.own_advert(0, LangTag::en());
+                let adv = self.own_advert(now, 0, LangTag::en());
                 self.send_tcp(id, &adv);
                 self.count("mda.keepalive_sent");
             }
@@ -570,7 +596,7 @@ impl Mda {
         c.established = true;
         c.last_heard = now;
         self.count("mda.conn_established");
-        let adv = self.own_advert(0, LangTag::en());
+        let adv = self.own_advert(now, 0, LangTag::en());
         self.send_tcp(conn, &adv);
     }
 
@@ -594,7 +620,7 @@ impl Mda {
         let ids: Vec<ConnId> = self.conns.keys().copied().collect();
         for id in ids {
             if self.conns.get(&id).is_some_and(|c| c.peer.is_some()) {
-                let adv = self.own_advert(0, LangTag::en());
+                let adv = self.own_advert(now, 0, LangTag::en());
                 self.send_tcp(id, &adv);
             }
             self.events.push_back(Event::Close(id));
@@ -707,8 +733,17 @@ impl Mda {
             if !r.predicate.matches(&self.advert_attrs()) {
                 return;
             }
+            // RFC 2608 §8.5: only the block of the SPI asked for, if we can
+            // sign with it; an SPI we cannot sign with is an error.
+            let sign = if r.spi.is_empty() {
+                Sign::None
+            } else if self.cfg.keys.signer(&r.spi).is_some() {
+                Sign::Spi(&r.spi)
+            } else {
+                return self.error(req, ErrorCode::AuthenticationUnknown);
+            };
             self.count("mda.da_discovery");
-            let body = self.own_advert_body();
+            let body = self.own_advert_body(now, sign);
             return self.reply(req, body);
         }
         if r.service_type
@@ -718,7 +753,10 @@ impl Mda {
             // Only SAs answer SA discovery.
             return;
         }
-        if !r.spi.is_empty() {
+        // RFC 2608 §8.2, §12.5: with an SPI, the URL entries signed by it,
+        // each with that block; an SPI we cannot verify is an error.
+        let spi = (!r.spi.is_empty()).then_some(r.spi.as_str());
+        if spi.is_some_and(|s| !self.cfg.keys.knows(s)) {
             return self.error(req, ErrorCode::AuthenticationUnknown);
         }
         if !r.scopes.intersects(&self.cfg.scopes) {
@@ -741,7 +779,14 @@ impl Mda {
             if !r.predicate.matches(&reg.attrs) {
                 continue;
             }
-            entries.push(UrlEntry::new(reg.remaining(now), reg.url.clone()));
+            let mut entry = UrlEntry::new(reg.remaining(now), reg.url.clone());
+            if let Some(spi) = spi {
+                let Some(b) = auth::block_of(&reg.url_auths, spi) else {
+                    continue;
+                };
+                entry.auths = list(vec![b.clone()]);
+            }
+            entries.push(entry);
         }
         if entries.is_empty() {
             if other_lang {
@@ -759,11 +804,14 @@ impl Mda {
     }
 
     fn on_attr_rqst(&mut self, now: Instant, req: &Req, r: &AttrRqst) {
-        if !r.spi.is_empty() {
+        if !r.spi.is_empty() && !self.cfg.keys.knows(&r.spi) {
             return self.error(req, ErrorCode::AuthenticationUnknown);
         }
         if !r.scopes.intersects(&self.cfg.scopes) {
             return self.error(req, ErrorCode::ScopeNotSupported);
+        }
+        if !r.spi.is_empty() {
+            return self.on_signed_attr_rqst(now, req, r);
         }
         self.count("mda.attr_rqst");
         let by_url = r.url.contains("://");
@@ -827,6 +875,38 @@ impl Mda {
         self.reply(req, body);
     }
 
+    /// An AttrRqst with an SPI (RFC 2608 §10.3): a full URL and no tag
+    /// list, else AUTHENTICATION_FAILED; the registration's attribute list
+    /// as registered with its block for the SPI.
+    fn on_signed_attr_rqst(&mut self, now: Instant, req: &Req, r: &AttrRqst) {
+        if !r.tags.is_empty() || !r.url.contains("://") {
+            self.count("drop.mda.attr_rqst_auth_form");
+            return self.error(req, ErrorCode::AuthenticationFailed);
+        }
+        self.count("mda.attr_rqst");
+        let reg = self.store.iter().map(|(_, reg)| reg).find(|reg| {
+            reg.alive(now)
+                && reg.scopes.intersects(&r.scopes)
+                && reg.url.as_str() == r.url.as_str()
+                && reg.lang.same_language(&req.header.lang)
+        });
+        let signed = reg.and_then(|reg| {
+            auth::block_of(&reg.attr_auths, &r.spi).map(|b| (reg.base_attrs.clone(), b.clone()))
+        });
+        let Some((attrs, block)) = signed else {
+            if req.src.is_mcast() {
+                return;
+            }
+            return self.reply(req, Body::AttrRply(AttrRply::default()));
+        };
+        let body = Body::AttrRply(AttrRply {
+            error: ErrorCode::Ok,
+            attrs,
+            auths: list(vec![block]),
+        });
+        self.reply(req, body);
+    }
+
     fn on_srv_type_rqst(&mut self, now: Instant, req: &Req, r: &SrvTypeRqst) {
         if !r.scopes.intersects(&self.cfg.scopes) {
             return self.error(req, ErrorCode::ScopeNotSupported);
@@ -878,13 +958,19 @@ impl Mda {
             return self.nack(req, ErrorCode::InvalidRegistration, "reg_zero_lifetime");
         }
         let fresh = req.header.flags.fresh;
-        if self.cfg.mesh && fwd.is_some() && !fresh {
-            // RFC 3528 §4.3: MeshFwd only with a fresh SrvReg.
-            return self.nack(req, ErrorCode::InvalidUpdate, "meshfwd_incremental");
-        }
+        // MeshFwd on an incremental SrvReg is our extension (docs/mda.md):
+        // the update propagates with its own version timestamp.
+        let version = fwd.as_ref().filter(|_| self.cfg.mesh).map(|f| f.version);
         let key = Key::new(&r.entry.url, &req.header.lang);
         let old = self.store.get(&key).cloned();
         let live_old = old.as_ref().filter(|o| o.alive(now));
+        if let Err(why) = self
+            .cfg
+            .keys
+            .check_reg(&r, fresh, live_old, self.clock.unix_secs(now))
+        {
+            return self.refuse(req, why);
+        }
         if let Some(o) = live_old {
             if self.cfg.min_refresh_s > 0
                 && now < o.updated + Duration::from_secs(u64::from(self.cfg.min_refresh_s))
@@ -892,21 +978,9 @@ impl Mda {
                 return self.nack(req, ErrorCode::RefreshRejected, "refresh_rejected");
             }
         }
-        let mut reg = Reg {
-            url: r.entry.url.clone(),
-            lang: req.header.lang.clone(),
-            service_type: r.service_type.clone(),
-            scopes: r.scopes.clone(),
-            attrs: r.attrs.clone(),
-            lifetime: r.entry.lifetime,
-            expires: now + Duration::from_secs(u64::from(r.entry.lifetime)),
-            version: 0,
-            accept: None,
-            deleted: false,
-            updated: now,
-        };
+        let expires = now + Duration::from_secs(u64::from(r.entry.lifetime));
         if !fresh {
-            // Incremental (RFC 2608 §9.3): merge into the live registration.
+            // Incremental (RFC 2608 §9.3): an update of the live registration.
             let Some(o) = live_old else {
                 return self.nack(req, ErrorCode::InvalidUpdate, "incremental_unknown");
             };
@@ -920,43 +994,51 @@ impl Mda {
             if !(o.scopes.is_subset_of(&r.scopes) && r.scopes.is_subset_of(&o.scopes)) {
                 return self.nack(req, ErrorCode::ScopeNotSupported, "incremental_scope");
             }
-            let mut attrs: Vec<Attribute> = o
-                .attrs
-                .attributes()
-                .iter()
-                .filter(|a| !r.attrs.attributes().iter().any(|n| n.has_tag(a.tag())))
-                .cloned()
-                .collect();
-            attrs.extend(r.attrs.attributes().iter().cloned());
-            reg.attrs = AttrList::new(attrs).unwrap_or_else(|_| r.attrs.clone());
-            reg.version = o.version;
-            reg.scopes = o.scopes.clone();
-        } else if let Some(o) = &old {
-            reg.version = o.version;
+            let o = o.clone();
+            let change = Change::Add(r.attrs);
+            return match version {
+                Some(v) => self.sa_update(now, req, key, o, change, r.entry.lifetime, v),
+                None => {
+                    if self.local_update(now, req, key, o, &change, Some(r.entry.lifetime)) {
+                        self.count("mda.reg_incremental");
+                    }
+                }
+            };
         }
+        let mut reg = Reg::base(
+            r.entry.url.clone(),
+            req.header.lang.clone(),
+            r.service_type.clone(),
+            r.scopes.clone(),
+            r.attrs.clone(),
+            r.entry.lifetime,
+            expires,
+            now,
+        );
+        reg.url_auths = r.entry.auths.clone();
+        reg.attr_auths = r.attr_auths.clone();
+        reg.version = old.as_ref().map_or(0, |o| o.version);
         if old.is_none() && self.store.len() >= self.cfg.max_registrations {
             return self.nack(req, ErrorCode::DaBusyNow, "table_full");
         }
-        let mesh = self.cfg.mesh && fwd.is_some();
-        if let (true, Some(f)) = (mesh, &fwd) {
-            if old.as_ref().is_some_and(|o| o.version >= f.version) {
+        if let Some(v) = version {
+            if old.as_ref().is_some_and(|o| o.version >= v) {
                 // Version resolution (RFC 3528 §4.2): an older or repeated
                 // update changes nothing, but the SA still gets its ack.
                 self.count("mda.stale_update");
                 return self.ack(req, ErrorCode::Ok);
             }
-            reg.version = f.version;
+            reg.version = v;
             reg.accept = Some(self.next_accept(now));
+            // Newer incremental updates still apply on top of it.
+            reg.updates = old.map(|o| o.updates).unwrap_or_default();
         }
+        reg.settle();
         self.commit(key.clone(), reg);
-        self.count(if fresh {
-            "mda.registered"
-        } else {
-            "mda.reg_incremental"
-        });
+        self.count("mda.registered");
         self.ack(req, ErrorCode::Ok);
-        if mesh {
-            self.forward(now, &key);
+        if version.is_some() {
+            self.forward(now, &key, None);
         }
     }
 
@@ -975,9 +1057,7 @@ impl Mda {
         if r.scopes.is_empty() || !r.scopes.is_subset_of(&self.cfg.scopes) {
             return self.nack(req, ErrorCode::ScopeNotSupported, "dereg_scope");
         }
-        if fwd.is_some() && !r.tags.is_empty() && self.cfg.mesh {
-            return self.nack(req, ErrorCode::InvalidUpdate, "meshfwd_partial_dereg");
-        }
+        let version = fwd.as_ref().filter(|_| self.cfg.mesh).map(|f| f.version);
         let key = Key::new(&r.entry.url, &req.header.lang);
         let old = self.store.get(&key).cloned();
         let live_old = old.as_ref().filter(|o| o.alive(now));
@@ -985,6 +1065,13 @@ impl Mda {
             if !(o.scopes.is_subset_of(&r.scopes) && r.scopes.is_subset_of(&o.scopes)) {
                 return self.nack(req, ErrorCode::ScopeNotSupported, "dereg_scope_mismatch");
             }
+        }
+        if let Err(why) = self
+            .cfg
+            .keys
+            .check_dereg(&r, live_old, self.clock.unix_secs(now))
+        {
+            return self.refuse(req, why);
         }
         if !r.tags.is_empty() {
             // Partial deregistration (RFC 2608 §10.6): drop the tagged attributes.
@@ -996,23 +1083,19 @@ impl Mda {
             {
                 return self.nack(req, ErrorCode::RefreshRejected, "refresh_rejected");
             }
-            let mut reg = o.clone();
-            let kept: Vec<Attribute> = o
-                .attrs
-                .attributes()
-                .iter()
-                .filter(|a| !r.tags.matches(a.tag()))
-                .cloned()
-                .collect();
-            reg.attrs = AttrList::new(kept).unwrap_or_default();
-            reg.updated = now;
-            reg.accept = None;
-            self.commit(key, reg);
-            self.count("mda.dereg_partial");
-            return self.ack(req, ErrorCode::Ok);
+            let o = o.clone();
+            let lifetime = o.remaining(now);
+            let change = Change::Remove(r.tags);
+            return match version {
+                Some(v) => self.sa_update(now, req, key, o, change, lifetime, v),
+                None => {
+                    if self.local_update(now, req, key, o, &change, None) {
+                        self.count("mda.dereg_partial");
+                    }
+                }
+            };
         }
-        let mesh = self.cfg.mesh && fwd.is_some();
-        if !mesh {
+        let Some(v) = version else {
             // Plain SLPv2: forget the service (a local tombstone, version kept).
             let Some(o) = live_old else {
                 return self.ack(req, ErrorCode::Ok);
@@ -1020,32 +1103,118 @@ impl Mda {
             let mut reg = o.clone();
             reg.deleted = true;
             reg.accept = None;
-            reg.attrs = AttrList::default();
+            reg.base_attrs = AttrList::default();
+            reg.url_auths = AuthBlocks::default();
+            reg.attr_auths = AuthBlocks::default();
+            reg.updates.clear();
+            reg.settle();
             self.commit(key, reg);
             self.count("mda.deregistered");
             return self.ack(req, ErrorCode::Ok);
-        }
-        let Some(f) = fwd else {
-            return;
         };
-        if old.as_ref().is_some_and(|o| o.version >= f.version) {
+        if old.as_ref().is_some_and(|o| o.version >= v) {
             self.count("mda.stale_update");
             return self.ack(req, ErrorCode::Ok);
         }
         if old.is_none() && self.store.len() >= self.cfg.max_registrations {
             return self.nack(req, ErrorCode::DaBusyNow, "table_full");
         }
-        let tomb = self.tombstone(now, old.as_ref(), &r, &req.header.lang, f.version);
-        let mut tomb = tomb;
+        let mut tomb = self.tombstone(now, old.as_ref(), &r, &req.header.lang, v);
         tomb.accept = Some(self.next_accept(now));
+        tomb.settle();
         self.commit(key.clone(), tomb);
         self.count("mda.deregistered");
         self.ack(req, ErrorCode::Ok);
-        self.forward(now, &key);
+        self.forward(now, &key, None);
+    }
+
+    /// An SA's incremental SrvReg or partial SrvDeReg with MeshFwd (our
+    /// extension, docs/mda.md): installed as an [`Update`] of version `v`
+    /// under a fresh accept ID and forwarded like a fresh SrvReg.
+    #[allow(clippy::too_many_arguments)]
+    fn sa_update(
+        &mut self,
+        now: Instant,
+        req: &Req,
+        key: Key,
+        mut reg: Reg,
+        change: Change,
+        lifetime: u16,
+        v: u64,
+    ) {
+        let mut update = Update {
+            version: v,
+            accept: AcceptId::default(),
+            lifetime,
+            expires: now + Duration::from_secs(u64::from(lifetime)),
+            change,
+        };
+        if reg.version >= v || reg.updates.iter().any(|u| u.same(&update)) {
+            // Older than the base, or a retransmission: nothing changes.
+            self.count("mda.stale_update");
+            return self.ack(req, ErrorCode::Ok);
+        }
+        update.accept = self.next_accept(now);
+        let removal = matches!(update.change, Change::Remove(_));
+        reg.updates.push(update.clone());
+        reg.updated = now;
+        reg.settle();
+        self.commit(key.clone(), reg);
+        self.count(if removal {
+            "mda.dereg_partial"
+        } else {
+            "mda.reg_incremental"
+        });
+        self.ack(req, ErrorCode::Ok);
+        self.forward(now, &key, Some(&update));
+    }
+
+    /// A plain SA's incremental SrvReg or partial SrvDeReg: applied to what
+    /// the state shows, which becomes a local base (no accept ID, never
+    /// propagated; its mesh updates are folded in). Whether it was applied.
+    fn local_update(
+        &mut self,
+        now: Instant,
+        req: &Req,
+        key: Key,
+        mut reg: Reg,
+        change: &Change,
+        lifetime: Option<u16>,
+    ) -> bool {
+        let attrs = match change {
+            Change::Add(add) => merge(reg.attrs.attributes(), add),
+            Change::Remove(tags) => reg
+                .attrs
+                .attributes()
+                .iter()
+                .filter(|a| !tags.matches(a.tag()))
+                .cloned()
+                .collect(),
+        };
+        let Ok(attrs) = AttrList::new(attrs) else {
+            self.nack(req, ErrorCode::InvalidRegistration, "incremental_too_long");
+            return false;
+        };
+        reg.base_attrs = attrs;
+        if let Some(l) = lifetime {
+            reg.base_lifetime = l;
+            reg.base_expires = now + Duration::from_secs(u64::from(l));
+        } else {
+            reg.base_lifetime = reg.lifetime;
+            reg.base_expires = reg.expires;
+        }
+        reg.updates.clear();
+        reg.accept = None;
+        reg.updated = now;
+        reg.settle();
+        self.commit(key, reg);
+        self.ack(req, ErrorCode::Ok);
+        true
     }
 
     /// A tombstone for `r`: it lives as long as the registration would have
-    /// (or the SrvDeReg's lifetime, or 0xffff s, for an unknown one).
+    /// (or the SrvDeReg's lifetime, or 0xffff s, for an unknown one), and
+    /// keeps the updates newer than `version`.
     fn tombstone(
         &self,
         now: Instant,
@@ -1059,26 +1228,28 @@ impl Mda {
             None if r.entry.lifetime > 0 => r.entry.lifetime,
             None => u16::MAX,
         };
-        Reg {
-            url: r.entry.url.clone(),
-            lang: lang.clone(),
-            service_type: old.map_or_else(
-                || {
-                    slp::url::url_service_type(&r.entry.url)
-                        .and_then(|t| ServiceType::parse(t).ok())
-                        .unwrap_or_else(ServiceType::directory_agent)
-                },
-                |o| o.service_type.clone(),
-            ),
-            scopes: r.scopes.clone(),
-            attrs: AttrList::default(),
+        let service_type = old.map_or_else(
+            || {
+                slp::url::url_service_type(&r.entry.url)
+                    .and_then(|t| ServiceType::parse(t).ok())
+                    .unwrap_or_else(ServiceType::directory_agent)
+            },
+            |o| o.service_type.clone(),
+        );
+        let mut reg = Reg::base(
+            r.entry.url.clone(),
+            lang.clone(),
+            service_type,
+            r.scopes.clone(),
+            AttrList::default(),
             lifetime,
-            expires: now + Duration::from_secs(u64::from(lifetime)),
-            version,
-            accept: None,
-            deleted: true,
-            updated: now,
-        }
+            now + Duration::from_secs(u64::from(lifetime)),
+            now,
+        );
+        reg.version = version;
+        reg.deleted = true;
+        reg.updates = old.map(|o| o.updates.clone()).unwrap_or_default();
+        reg
     }
 
     fn on_fwded_reg(&mut self, now: Instant, req: &Req, r: SrvReg, f: MeshFwd) {
@@ -1093,6 +1264,27 @@ impl Mda {
         }
         let key = Key::new(&r.entry.url, &req.header.lang);
         let old = self.store.get(&key).cloned();
+        let expires = now + Duration::from_secs(u64::from(r.entry.lifetime));
+        if !req.header.flags.fresh {
+            let update = Update {
+                version: f.version,
+                accept: f.accept,
+                lifetime: r.entry.lifetime,
+                expires,
+                change: Change::Add(r.attrs),
+            };
+            let pending = Reg::base(
+                r.entry.url,
+                req.header.lang.clone(),
+                r.service_type,
+                r.scopes,
+                AttrList::default(),
+                0,
+                now,
+                now,
+            );
+            return self.install_update(key, old, pending, update);
+        }
         if self.resolve(old.as_ref(), &f) == Apply::Stale {
             return;
         }
@@ -1100,19 +1292,22 @@ impl Mda {
             self.count("drop.mda.table_full");
             return;
         }
-        let reg = Reg {
-            url: r.entry.url,
-            lang: req.header.lang.clone(),
-            service_type: r.service_type,
-            scopes: r.scopes,
-            attrs: r.attrs,
-            lifetime: r.entry.lifetime,
-            expires: now + Duration::from_secs(u64::from(r.entry.lifetime)),
-            version: f.version,
-            accept: Some(f.accept),
-            deleted: false,
-            updated: now,
-        };
+        let mut reg = Reg::base(
+            r.entry.url,
+            req.header.lang.clone(),
+            r.service_type,
+            r.scopes,
+            r.attrs,
+            r.entry.lifetime,
+            expires,
+            now,
+        );
+        reg.url_auths = r.entry.auths;
+        reg.attr_auths = r.attr_auths;
+        reg.version = f.version;
+        reg.accept = Some(f.accept);
+        reg.updates = old.map(|o| o.updates).unwrap_or_default();
+        reg.settle();
         self.commit(key, reg);
         self.count("mda.fwded_installed");
     }
@@ -1129,6 +1324,32 @@ impl Mda {
         }
         let key = Key::new(&r.entry.url, &req.header.lang);
         let old = self.store.get(&key).cloned();
+        if !r.tags.is_empty() {
+            // A partial deregistration carries the registration's remaining
+            // lifetime, like every Fwded message.
+            let lifetime = r.entry.lifetime.max(1);
+            let update = Update {
+                version: f.version,
+                accept: f.accept,
+                lifetime,
+                expires: now + Duration::from_secs(u64::from(lifetime)),
+                change: Change::Remove(r.tags.clone()),
+            };
+            let service_type = slp::url::url_service_type(&r.entry.url)
+                .and_then(|t| ServiceType::parse(t).ok())
+                .unwrap_or_else(ServiceType::directory_agent);
+            let pending = Reg::base(
+                r.entry.url,
+                req.header.lang.clone(),
+                service_type,
+                r.scopes,
+                AttrList::default(),
+                0,
+                now,
+                now,
+            );
+            return self.install_update(key, old, pending, update);
+        }
         if self.resolve(old.as_ref(), &f) == Apply::Stale {
             return;
         }
@@ -1138,11 +1359,39 @@ impl Mda {
         }
         let mut tomb = self.tombstone(now, old.as_ref(), &r, &req.header.lang, f.version);
         if old.is_some() && r.entry.lifetime > 0 {
-            tomb.lifetime = r.entry.lifetime;
-            tomb.expires = now + Duration::from_secs(u64::from(r.entry.lifetime));
+            tomb.base_lifetime = r.entry.lifetime;
+            tomb.base_expires = now + Duration::from_secs(u64::from(r.entry.lifetime));
         }
         tomb.accept = Some(f.accept);
+        tomb.settle();
         self.commit(key, tomb);
+        self.count("mda.fwded_installed");
+    }
+
+    /// A Fwded incremental update: on top of the state under `key`, or of
+    /// `pending` (a deleted state without base, shown once a base arrives)
+    /// if there is none. Version resolution as for whole states: an update
+    /// not newer than the base, or one already held, changes nothing.
+    fn install_update(&mut self, key: Key, old: Option<Reg>, pending: Reg, update: Update) {
+        let mut reg = match old {
+            Some(o) => o,
+            None => {
+                if self.store.len() >= self.cfg.max_registrations {
+                    self.count("drop.mda.table_full");
+                    return;
+                }
+                let mut p = pending;
+                p.deleted = true;
+                p
+            }
+        };
+        if reg.version >= update.version || reg.updates.iter().any(|u| u.same(&update)) {
+            self.count("mda.stale_update");
+            return;
+        }
+        reg.updates.push(update);
+        reg.settle();
+        self.commit(key, reg);
         self.count("mda.fwded_installed");
     }
 
@@ -1158,9 +1407,9 @@ impl Mda {
 
     fn commit(&mut self, key: Key, reg: Reg) {
         self.events
-            .push_back(Event::Persist(Record::State(StateRecord::of(
+            .push_back(Event::Persist(Record::State(Box::new(StateRecord::of(
                 &reg, self.clock,
-            ))));
+            )))));
         self.store.put(key, reg);
     }
 
@@ -1189,12 +1438,17 @@ impl Mda {
     }
 
     /// Direct forwarding (RFC 3528 §4.8): one hop, to every synced peer
-    /// connection whose peer shares a scope with the registration.
-    fn forward(&mut self, now: Instant, key: &Key) {
+    /// connection whose peer shares a scope with the registration; the
+    /// state's base, or one of its incremental updates.
+    fn forward(&mut self, now: Instant, key: &Key, update: Option<&Update>) {
         let Some(reg) = self.store.get(key) else {
             return;
         };
-        let Some(msg) = self.state_message(now, reg) else {
+        let msg = match update {
+            None => self.state_message(now, reg),
+            Some(u) => self.update_message(now, reg, u),
+        };
+        let Some(msg) = msg else {
             return;
         };
         let bytes = msg.to_bytes();
@@ -1219,7 +1473,8 @@ impl Mda {
         }
     }
 
-    /// A state as the Fwded SrvReg or SrvDeReg that propagates it.
+    /// A state's base as the Fwded SrvReg (with its auth blocks) or
+    /// SrvDeReg that propagates it.
     fn state_message(&self, now: Instant, reg: &Reg) -> Option<Message> {
         let accept = reg.accept.clone()?;
         let life = reg.remaining(now).max(1);
@@ -1228,22 +1483,58 @@ impl Mda {
             Body::SrvDeReg(SrvDeReg {
                 scopes: reg.scopes.clone(),
                 entry: UrlEntry::new(life, reg.url.clone()),
-                tags: slp::TagList::default(),
+                tags: TagList::default(),
             })
         } else {
             header.flags.fresh = true;
+            let mut entry = UrlEntry::new(life, reg.url.clone());
+            entry.auths = reg.url_auths.clone();
             Body::SrvReg(SrvReg {
-                entry: UrlEntry::new(life, reg.url.clone()),
+                entry,
                 service_type: reg.service_type.clone(),
                 scopes: reg.scopes.clone(),
-                attrs: reg.attrs.clone(),
-                attr_auths: List::default(),
+                attrs: reg.base_attrs.clone(),
+                attr_auths: reg.attr_auths.clone(),
             })
         };
         let ext = Extension::MeshFwd(MeshFwd {
             fwd: FwdId::Fwded,
             version: reg.version,
             accept,
+        });
+        Message::new(header, body, vec![ext]).ok()
+    }
+
+    /// An incremental update as the Fwded incremental SrvReg or partial
+    /// SrvDeReg that propagates it (URL-entry lifetime: the update's
+    /// remaining lifetime).
+    fn update_message(&self, now: Instant, reg: &Reg, u: &Update) -> Option<Message> {
+        let life = if u.expires > now {
+            u16::try_from((u.expires - now).total_micros().div_ceil(1_000_000)).unwrap_or(u16::MAX)
+        } else {
+            1
+        }
+        .max(1);
+        let header = Header::new(0, reg.lang.clone());
+        let entry = UrlEntry::new(life, reg.url.clone());
+        let body = match &u.change {
+            Change::Add(attrs) => Body::SrvReg(SrvReg {
+                entry,
+                service_type: reg.service_type.clone(),
+                scopes: reg.scopes.clone(),
+                attrs: attrs.clone(),
+                attr_auths: AuthBlocks::default(),
+            }),
+            Change::Remove(tags) => Body::SrvDeReg(SrvDeReg {
+                scopes: reg.scopes.clone(),
+                entry,
+                tags: tags.clone(),
+            }),
+        };
+        let ext = Extension::MeshFwd(MeshFwd {
+            fwd: FwdId::Fwded,
+            version: u.version,
+            accept: u.accept.clone(),
         });
         Message::new(header, body, vec![ext]).ok()
     }
@@ -1269,25 +1560,33 @@ impl Mda {
                 .find(|a| a.da_url.as_str() == url)
                 .map(|a| a.timestamp)
         };
-        let mut states: Vec<&Reg> = self
-            .store
-            .iter()
-            .map(|(_, r)| r)
-            .filter(|reg| reg.expires > now && reg.scopes.intersects(&peer_scopes))
-            .filter(|reg| {
-                let Some(a) = &reg.accept else { return false };
-                match (listed(&a.da_url), r.kind) {
-                    (Some(t), _) => a.timestamp > t,
-                    (None, AntiEntropyType::Complete) => true,
-                    (None, _) => false,
-                }
-            })
-            .collect();
+        let wanted = |a: &AcceptId| match (listed(&a.da_url), r.kind) {
+            (Some(t), _) => a.timestamp > t,
+            (None, AntiEntropyType::Complete) => true,
+            (None, _) => false,
+        };
+        // Every base and incremental update the peer lacks: each carries
+        // its own accept ID.
+        let mut ops: Vec<(&AcceptId, &Reg, Option<&Update>)> = Vec::new();
+        for (_, reg) in self.store.iter() {
+            if reg.expires <= now || !reg.scopes.intersects(&peer_scopes) {
+                continue;
+            }
+            if let Some(a) = reg.accept.as_ref().filter(|a| wanted(a)) {
+                ops.push((a, reg, None));
+            }
+            for u in reg.updates.iter().filter(|u| wanted(&u.accept)) {
+                ops.push((&u.accept, reg, Some(u)));
+            }
+        }
         // RFC 3528 §4.7: increasing accept-ID order.
-        states.sort_by(|a, b| a.accept.cmp(&b.accept).then(a.url.cmp(&b.url)));
-        let msgs: Vec<Vec<u8>> = states
+        ops.sort_by(|a, b| a.0.cmp(b.0).then(a.1.url.cmp(&b.1.url)));
+        let msgs: Vec<Vec<u8>> = ops
             .iter()
-            .filter_map(|reg| self.state_message(now, reg))
+            .filter_map(|(_, reg, u)| match u {
+                None => self.state_message(now, reg),
+                Some(u) => self.update_message(now, reg, u),
+            })
             .map(|m| m.to_bytes())
             .collect();
         let n = msgs.len() as u64;
@@ -1312,7 +1611,13 @@ impl Mda {
             Src::Udp { .. } => None,
         };
         let url = a.url.as_str().to_owned();
+        // RFC 3528 §8: with peer keys, only authenticated DAAdverts count.
+        let authentic = self.cfg.keys.check_advert(&a, self.clock.unix_secs(now));
         if a.boot_timestamp == 0 {
+            if let Err(why) = authentic {
+                self.count(why);
+                return;
+            }
             // RFC 3528 §3.5: the peer is going down.
             self.count("mda.peer_shutdown");
             self.peers.remove(&url);
@@ -1327,6 +1632,20 @@ impl Mda {
             }
             return;
         }
+        // A DAAdvert cut short over UDP (RFC 2608 §6.1) lost its attributes
+        // and blocks: a static peer is asked again over TCP, where the whole
+        // advert is exchanged.
+        if let Src::Udp { from, .. } = req.src {
+            let unverified = authentic.is_err() || req.header.flags.overflow;
+            if unverified && self.cfg.mesh && self.cfg.peers.contains(&from.addr) {
+                if let Err(why) = authentic {
+                    self.count(why);
+                }
+                self.count("mda.advert_retry_tcp");
+                self.connect_to(now, from.addr);
+                return;
+            }
+        }
         let mesh_peer = self.cfg.mesh
             && a.attrs.is_mesh_enhanced()
             && a.scopes.intersects(&self.cfg.scopes)
@@ -1340,6 +1659,16 @@ impl Mda {
             let Some(c) = self.conns.get(&conn) else {
                 return;
             };
+            if let Err(why) = authentic {
+                let unidentified = c.peer.is_none();
+                self.count(why);
+                if unidentified {
+                    // Not peered (RFC 3528 §8): the connection goes.
+                    self.count("drop.mda.peer_unauthenticated");
+                    self.close_conn(now, conn);
+                }
+                return;
+            }
             match &c.peer {
                 Some(p) if *p == url => {
                     if let Some(c) = self.conns.get_mut(&conn) {
@@ -1359,7 +1688,19 @@ impl Mda {
                 None => {}
             }
             let remote = c.remote.addr;
+            // With peer keys, a signed advert must come from its own address:
+            // a replayed one on another connection is refused.
+            if self.cfg.keys.peer_required() && url_addr(&url) != Some(remote) {
+                self.count("drop.mda.advert_auth_addr");
+                self.count("drop.mda.peer_unauthenticated");
+                self.close_conn(now, conn);
+                return;
+            }
             self.identify(now, conn, &a, remote);
+            return;
+        }
+        if let Err(why) = authentic {
+            self.count(why);
             return;
         }
         self.count("mda.advert_heard");
@@ -1386,7 +1727,7 @@ impl Mda {
         let initiated = c.initiated;
         if !initiated {
             // Our DAAdvert answers theirs on a connection they opened.
-            let adv = self.own_advert(0, LangTag::en());
+            let adv = self.own_advert(now, 0, LangTag::en());
             self.send_tcp(conn, &adv);
         }
         self.count("mda.peer_identified");
@@ -1506,10 +1847,21 @@ impl Mda {
             return;
         };
         let addr = p.addr;
-        let exists = self
-            .conns
-            .values()
-            .any(|c| c.peer.as_deref() == Some(url) || (c.initiated && c.remote.addr == addr));
+        if self.conns.values().any(|c| c.peer.as_deref() == Some(url)) {
+            return;
+        }
+        self.connect_to(now, addr);
+    }
+
+    /// Open a peering connection to `addr` unless we have initiated one.
+    fn connect_to(&mut self, now: Instant, addr: IpAddress) {
+        let exists = self.conns.values().any(|c| {
+            (c.initiated && c.remote.addr == addr)
+                || c.peer
+                    .as_ref()
+                    .and_then(|u| self.peers.get(u))
+                    .is_some_and(|p| p.addr == addr)
+        });
         if exists {
             return;
         }
@@ -1630,20 +1982,49 @@ impl Mda {
         AttrList::new(attrs).unwrap_or_default()
     }
 
-    fn own_advert_body(&self) -> Body {
-        Body::DaAdvert(DaAdvert {
+    /// Our DAAdvert at `now`, with the blocks `sign` asks for (RFC 2608
+    /// §8.5, §9.2.1): its SPI list is every SPI we can verify.
+    fn own_advert_body(&self, now: Instant, sign: Sign<'_>) -> Body {
+        let mut a = DaAdvert {
             error: ErrorCode::Ok,
             boot_timestamp: self.boot_ts,
             url: self.url_string(),
             scopes: self.cfg.scopes.clone(),
             attrs: self.advert_attrs(),
-            spi_list: SlpString::default(),
+            spi_list: SlpString::new(self.cfg.keys.spi_list()).unwrap_or_default(),
             auths: List::default(),
-        })
+        };
+        // Valid through a beat and two peer timeouts: a stored advert
+        // forwarded to other peers (RFC 3528 §3.3) is refreshed by every
+        // keepalive, and a multicast one by every beat.
+        let validity = self.cfg.beat.max(self.cfg.timeout * 2).secs();
+        let expires = self
+            .clock
+            .unix_secs(now)
+            .saturating_add(u32::try_from(validity).unwrap_or(u32::MAX));
+        let blocks: Vec<_> = match sign {
+            Sign::None => Vec::new(),
+            Sign::All => self
+                .cfg
+                .keys
+                .signers()
+                .map(|s| s.sign(&Signed::da_advert(&a), expires))
+                .collect(),
+            Sign::Spi(spi) => self
+                .cfg
+                .keys
+                .signer(spi)
+                .map(|s| s.sign(&Signed::da_advert(&a), expires))
+                .into_iter()
+                .collect(),
+        };
+        a.auths = list(blocks);
+        Body::DaAdvert(a)
     }
 
-    fn own_advert(&self, xid: u16, lang: LangTag) -> Message {
-        let body = self.own_advert_body();
+    /// Our DAAdvert with every block we can make: for peers and multicast.
+    fn own_advert(&self, now: Instant, xid: u16, lang: LangTag) -> Message {
+        let body = self.own_advert_body(now, Sign::All);
         Message::new(Header::new(xid, lang), body.clone(), vec![])
             .or_else(|_| Message::new(Header::new(xid, LangTag::en()), body, vec![]))
             .unwrap_or_else(|_| {
@@ -1652,8 +2033,8 @@ impl Mda {
             })
     }
 
-    fn send_unsolicited_advert(&mut self, _now: Instant) {
-        let bytes = self.own_advert(0, LangTag::en()).to_bytes();
+    fn send_unsolicited_advert(&mut self, now: Instant) {
+        let bytes = self.own_advert(now, 0, LangTag::en()).to_bytes();
         let mut dests: Vec<IpEndpoint> = Vec::new();
         if self
             .cfg
@@ -1717,11 +2098,17 @@ impl Mda {
         self.reply(req, Body::SrvAck(SrvAck { error: code }));
     }
 
+    /// Refuse an SA's update for authentication (RFC 2608 §7).
+    fn refuse(&mut self, req: &Req, why: Refusal) {
+        self.count(why.counter());
+        self.ack(req, why.code());
+    }
+
     fn nack(&mut self, req: &Req, code: ErrorCode, reason: &'static str) {
         self.count(match reason {
             "reg_scope" => "drop.mda.reg_scope",
             "reg_zero_lifetime" => "drop.mda.reg_zero_lifetime",
-            "meshfwd_incremental" => "drop.mda.meshfwd_incremental",
+            "incremental_too_long" => "drop.mda.incremental_too_long",
             "incremental_unknown" => "drop.mda.incremental_unknown",
             "incremental_type" => "drop.mda.incremental_type",
             "incremental_scope" => "drop.mda.incremental_scope",
@@ -1729,7 +2116,6 @@ impl Mda {
             "table_full" => "drop.mda.table_full",
             "dereg_scope" => "drop.mda.dereg_scope",
             "dereg_scope_mismatch" => "drop.mda.dereg_scope_mismatch",
-            "meshfwd_partial_dereg" => "drop.mda.meshfwd_partial_dereg",
             "bad_fwd_id" => "drop.mda.bad_fwd_id",
             _ => "drop.mda.refused",
         });
@@ -1830,6 +2216,17 @@ impl Mda {
     }
 }
 
+/// Which blocks our DAAdvert carries.
+#[derive(Debug, Clone, Copy)]
+enum Sign<'a> {
+    /// None (a SrvRqst without SPI).
+    None,
+    /// One per signing key (peers, multicast).
+    All,
+    /// The one of this SPI (a SrvRqst with it).
+    Spi(&'a str),
+}
+
 /// The request being answered.
 #[derive(Debug)]
 struct Req {
@@ -1888,7 +2285,9 @@ fn truncate(header: Header, body: Body, budget: usize) -> Option<Message> {
             }
         }
         Body::DaAdvert(mut a) => {
+            // Without its attributes a block no longer verifies: both go.
             a.attrs = AttrList::default();
+            a.auths = List::default();
             fits(&Body::DaAdvert(a))
         }
         other => fits(&other),

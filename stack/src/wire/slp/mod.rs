@@ -13,6 +13,7 @@
 //!                                  │        │        └─ ext: MeshFwd 0x0006, unknown kept
 //!                                  │        └─ msg: SrvRqst … SAAdvert, AntiEtrpRqst
 //!                                  │             ├─ url: URL entries, auth blocks
+//!                                  │             │    └─ auth: signed octets, HMAC-SHA256 / Ed25519
 //!                                  │             ├─ scope: scope lists, service types
 //!                                  │             ├─ attr: attribute and tag lists
 //!                                  │             └─ filter: predicates (LDAPv3 filters)
@@ -70,6 +71,7 @@ macro_rules! open_enum {
 }
 
 pub mod attr;
+pub mod auth;
 pub mod codec;
 mod error;
 pub mod ext;
@@ -81,6 +83,7 @@ mod text;
 pub mod url;
 
 pub use attr::{AttrList, AttrValue, Attribute, TagList};
+pub use auth::{Signed, Signer, Verifier};
 pub use codec::SlpString;
 pub use error::{ErrorCode, ParseError, Registration, Syntax};
 pub use ext::{AcceptId, Extension, FwdId, MeshFwd, UnknownExt};
@@ -91,7 +94,7 @@ pub use msg::{
     SrvDeReg, SrvReg, SrvRply, SrvRqst, SrvTypeRply, SrvTypeRqst,
 };
 pub use scope::{NamingAuthority, Scope, ScopeList, ServiceType, ServiceTypeList};
-pub use url::{AuthBlock, Bsd, UrlEntry};
+pub use url::{AuthBlock, AuthBlocks, Bsd, UrlEntry};
 
 /// The SLP port, UDP and TCP (RFC 2608 §6.1).
 pub const PORT: u16 = 427;

@@ -23,8 +23,9 @@
 //! ```
 //!
 //! The reserved octet of a URL entry is sent as 0 and ignored on receipt.
-//! The authenticator is opaque here: which octets it signs and how is the
-//! roles' business (SPEC §4: BSD 0x8001 HMAC-SHA256, 0x8002 Ed25519).
+//! The authenticator is opaque here; [`super::auth`] says which octets it
+//! signs and makes and checks it (SPEC §4: BSD 0x8001 HMAC-SHA256, 0x8002
+//! Ed25519).
 
 use super::codec::{put_u16, put_u32, List, Reader, SlpString};
 use super::ParseError;
@@ -127,13 +128,13 @@ impl AuthBlock {
 }
 
 /// Reads a one-octet count and that many blocks.
-pub(super) fn read_auths(r: &mut Reader<'_>) -> Result<AuthBlocks, ParseError> {
+pub fn read_auths(r: &mut Reader<'_>) -> Result<AuthBlocks, ParseError> {
     let n = usize::from(r.u8()?);
     List::read_n(r, n, AuthBlock::read)
 }
 
 /// Appends a one-octet count and the blocks.
-pub(super) fn encode_auths(auths: &AuthBlocks, out: &mut Vec<u8>) {
+pub fn encode_auths(auths: &AuthBlocks, out: &mut Vec<u8>) {
     out.push(auths.len() as u8);
     for a in auths {
         a.encode(out);
@@ -141,7 +142,7 @@ pub(super) fn encode_auths(auths: &AuthBlocks, out: &mut Vec<u8>) {
 }
 
 /// Octets of [`encode_auths`]'s output.
-pub(super) fn auths_len(auths: &AuthBlocks) -> usize {
+pub fn auths_len(auths: &AuthBlocks) -> usize {
     1 + auths.iter().map(AuthBlock::buffer_len).sum::<usize>()
 }
 
