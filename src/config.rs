@@ -88,6 +88,7 @@ node_file!(FwdFile, fwd, svcroute_fwd::FwdConfig);
 node_file!(NrFile, nr, svcroute_nr::NrConfig);
 node_file!(NsffFile, nsff, svcroute_nsff::NsffConfig);
 node_file!(MdaFile, mda, svcroute_mda::driver::MdaConfig);
+node_file!(SarFile, sar, svcroute_sar::SarConfig);
 
 /// Check an `[mda]` section the way the node would at start, touching no
 /// disk: a directory agent with an in-memory store.
@@ -101,6 +102,23 @@ pub(crate) fn check_mda(f: &MdaFile) -> Result<()> {
     )
     .map(drop)
     .map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+/// The `sar` role of a node file: its `[sar]` section checked against the
+/// file's ports (neighbours on-link, addresses owned, no IPv6 gateways).
+pub(crate) fn sar_role(f: &SarFile) -> Result<svcroute_sar::SarNode> {
+    let ports = f
+        .ports
+        .iter()
+        .enumerate()
+        .map(|(i, p)| port_config(&f.name, i, p))
+        .collect::<Result<Vec<_>>>()?;
+    svcroute_sar::SarNode::new(&f.name, &f.sar, &ports).map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+/// Check a `[sar]` section the way the node would at start.
+pub(crate) fn check_sar(f: &SarFile) -> Result<()> {
+    sar_role(f).map(drop)
 }
 
 /// Read and validate a node file.

@@ -103,6 +103,8 @@ enum RoleName {
     Nsff,
     /// Mesh-enhanced SLPv2 directory agent (RFC 2608 + RFC 3528).
     Mda,
+    /// ROSA Service Address Router: IPv6 router, ROSA data path, SAR IGP.
+    Sar,
 }
 
 fn main() -> ExitCode {
@@ -172,6 +174,10 @@ fn check(role: RoleName, path: &Path) -> Result<()> {
             let f: config::MdaFile = config::load(path)?;
             config::check_mda(&f).map_err(|e| anyhow::anyhow!("{}: [mda]: {e}", path.display()))?;
         }
+        RoleName::Sar => {
+            let f: config::SarFile = config::load(path)?;
+            config::check_sar(&f).map_err(|e| anyhow::anyhow!("{}: [sar]: {e}", path.display()))?;
+        }
     }
     println!("{}: ok", path.display());
     Ok(())
@@ -229,6 +235,12 @@ fn run(
                 svcroute_mda::driver::wall_us_at_zero_now(),
             )
             .map_err(|e| anyhow::anyhow!("{}: [mda]: {e}", path.display()))?;
+            run_node(&f, role, pcap, ctl)
+        }
+        RoleName::Sar => {
+            let f: config::SarFile = config::load(path)?;
+            let role = config::sar_role(&f)
+                .map_err(|e| anyhow::anyhow!("{}: [sar]: {e}", path.display()))?;
             run_node(&f, role, pcap, ctl)
         }
     }

@@ -21,7 +21,7 @@ use crate::config;
 pub(crate) const DEFAULT_LAB: &str = include_str!("../../examples/labs/default.toml");
 
 /// Roles `[[node]] role` may name.
-pub(crate) const KNOWN_ROLES: &[&str] = &["host", "fwd", "nr", "nsff", "mda"];
+pub(crate) const KNOWN_ROLES: &[&str] = &["host", "fwd", "nr", "nsff", "mda", "sar"];
 
 /// Longest lab, segment, node and host name, in bytes.
 pub(crate) const MAX_NAME: usize = 12;
@@ -589,6 +589,10 @@ pub(crate) fn check_node_file(role: &str, text: &str, node: &str) -> Result<()> 
         "mda" => {
             let f: config::MdaFile = config::parse_str(text, &origin)?;
             config::check_mda(&f).map_err(|e| anyhow::anyhow!("{origin}: [mda]: {e}"))?;
+        }
+        "sar" => {
+            let f: config::SarFile = config::parse_str(text, &origin)?;
+            config::check_sar(&f).map_err(|e| anyhow::anyhow!("{origin}: [sar]: {e}"))?;
         }
         other => bail!("role {other:?} has no node file checker"),
     }

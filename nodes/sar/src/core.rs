@@ -1,0 +1,818 @@
+//! The SAR core: FIB, NHIB, policies and the IGP behind one sans-IO type.
+//!
+//! ```text
+//!  driver ── handle_igp(now, link, datagram) / link_up / link_down ─►┐
+//!         ── handle_timeout(now) ───────────────────────────────────►│
+//!         ── decide(now, PacketView) ──► Action (requests, responses; │ Sar ─ Igp (LSDB, SPF)
+//!               announcements and withdrawals are taken in: Consumed)│     ─ Fib<FibEntry> ─► Nhib
+//!         ── handle_announcement(now, src, msg) ────────────────────►│     ─ local instances → services LSAs
+//!         ◄── poll_transmit(): igp::Transmit { to_neighbor, bytes }
+//!         ◄── poll_timeout()
+//!         ◄── drain_counters()
+//! ```
+//!
+//! # Call order
+//!
+//! After every input (`handle_*`, `link_*`, `decide`), the driver drains
+//! [`Sar::poll_transmit`] and sends each datagram on its link, then waits
+//! until [`Sar::poll_timeout`] or the next input. Time is only ever the
+//! `now` passed in; randomness comes from [`Config::seed`].
+//!
+//! # Announcements
+//!
+//! An instance announces to its SAR (client port). With announcement keys
+//! configured, anything without a good HMAC is dropped and counted before it
+//! touches a table. The SAR keeps the instance for its lifetime
+//! (constraint 6, else [`Config::default_lifetime_s`]; 0 withdraws), puts it
+//! into one of its services-LSA parts and originates that part; every SAR
+//! installs it from the LSA until `installed + lifetime − age`. The origin
+//! re-originates a part when a member's refresh would otherwise let remote
+//! copies expire (less than half a lifetime left) or when its constraints
+//! change; a withdrawal or an expiry removes it at once here and
+//! re-originates the part without it.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::net::{IpAddr, Ipv6Addr};
+
+use smoltcp::time::{Duration, Instant};
+use svcroute_stack::wire::auth::AuthCheck;
+use svcroute_stack::wire::igp::{
+    AppMetricsEntry, LsaBody, LsaKind, RouterId, ServiceAnnouncement, StickyEntry, MAX_SERVICES,
+};
+use svcroute_stack::wire::rosa::{Constraint, Constraints, Message, MessageKind, ServiceName};
+
+use crate::counters::{Counters, Tally};
+use crate::decide::{self, Action, AnnounceError, Choice, Classified, DropReason, PacketView};
+use crate::fib::{Fib, NameHash};
+use crate::igp::{Change, Igp, IgpConfig, LinkId, Transmit};
+use crate::nhib::{InstanceId, InstanceKey, Nhib, LOCAL_PART};
+use crate::policy::{self, Candidate, Metrics, Rng, SchedState, Steering, Tuning};
+
+/// Octets of LSA body a services part may fill (of the 16,000-octet
+/// datagram), besides the [`MAX_SERVICES`] count.
+const PART_BUDGET: usize = 14_000;
+
+/// Configuration of the core.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The IGP: router ID, our address, prefixes, key, timers, LSDB cap.
+    pub igp: IgpConfig,
+    /// Other addresses of ours (ports), besides `igp.address`.
+    pub addresses: Vec<IpAddr>,
+    /// Clients attach here: requests from client ports are scheduled.
+    pub client_facing: bool,
+    /// Announcement keys (key ID → secret). Non-empty: every announcement
+    /// and withdrawal must carry a good tag.
+    pub announce_keys: BTreeMap<u8, Vec<u8>>,
+    /// Lifetime of an announcement without a lifetime constraint, seconds.
+    pub default_lifetime_s: u32,
+    /// Longest lifetime accepted, seconds (longer ones are clamped).
+    pub max_lifetime_s: u32,
+    /// Most service names in the FIB.
+    pub max_services: usize,
+    /// Most instance rows in the NHIB.
+    pub max_instances: usize,
+    /// Most instances of one service.
+    pub max_instances_per_service: usize,
+    /// Most instances announced at this SAR.
+    pub max_local_instances: usize,
+    /// Policy tunables.
+    pub tuning: Tuning,
+    /// Seed of the random policy.
+    pub seed: u64,
+    /// How the FIB hashes names: SPEC §0's SHA-256 by default.
+    pub fib_hash: NameHash,
+}
+
+impl Config {
+    /// Defaults for SAR `router_id` at `address`.
+    pub fn new(router_id: RouterId, address: Ipv6Addr) -> Self {
+        Self {
+            igp: IgpConfig::new(router_id, address),
+            addresses: Vec::new(),
+            client_facing: true,
+            announce_keys: BTreeMap::new(),
+            default_lifetime_s: 30,
+            max_lifetime_s: 3600,
+            max_services: 200_000,
+            max_instances: 400_000,
+            max_instances_per_service: 256,
+            max_local_instances: 16_384,
+            tuning: Tuning::default(),
+            seed: u64::from(router_id.0),
+            fib_hash: NameHash::Sha256,
+        }
+    }
+}
+
+/// A FIB entry: the instances serving a name, in (address, origin, part)
+/// order, the steering they ask for, and the scheduling state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FibEntry {
+    /// The instances, with what a pick needs of their NHIB rows copied in
+    /// (one memory access per request instead of one per instance).
+    pub members: Vec<Member>,
+    /// The steering of the first instance (every SAR agrees on it).
+    pub steering: Steering,
+    /// Round-robin and WRR state.
+    pub sched: SchedState,
+}
+
+/// One instance of a FIB entry: its NHIB row and a copy of the fields the
+/// picks read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Member {
+    /// The NHIB row.
+    pub id: InstanceId,
+    /// The instance's address.
+    pub addr: IpAddr,
+    /// The SAR it announced at.
+    pub origin: RouterId,
+    /// Its route slot in the NHIB.
+    pub slot: u32,
+    /// The LSA part it came in (orders members).
+    pub part: u16,
+    /// Its metrics.
+    pub metrics: Metrics,
+    /// Its steering.
+    pub steering: Steering,
+}
+
+impl Member {
+    #[inline]
+    fn candidate(&self, nhib: &Nhib) -> Candidate {
+        Candidate {
+            addr: self.addr,
+            origin: self.origin,
+            path_cost: nhib.slot_cost(self.slot),
+            metrics: self.metrics,
+        }
+    }
+
+    fn order(&self) -> (IpAddr, RouterId, u16) {
+        (self.addr, self.origin, self.part)
+    }
+}
+
+/// What [`Sar::handle_announcement`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Announced {
+    /// A new instance.
+    Added,
+    /// A known instance refreshed (metrics and lifetime updated).
+    Refreshed,
+    /// The instance is gone.
+    Withdrawn,
+    /// A withdrawal of an instance we did not have.
+    Unknown,
+}
+
+#[derive(Debug, Clone)]
+struct Local {
+    constraints: Constraints,
+    lifetime_s: u32,
+    expires: Instant,
+    /// The expiry the last originated LSA told the domain.
+    flooded: Option<Instant>,
+    part: u16,
+    id: InstanceId,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Part {
+    members: BTreeSet<(ServiceName, IpAddr)>,
+    bytes: usize,
+}
+
+/// The Service Address Router core. See the module docs for the call order.
+#[derive(Debug)]
+pub struct Sar {
+    cfg: Config,
+    igp: Igp,
+    fib: Fib<FibEntry>,
+    nhib: Nhib,
+    local: BTreeMap<(ServiceName, IpAddr), Local>,
+    parts: Vec<Part>,
+    /// Parts to originate at the end of this input.
+    dirty: BTreeSet<u16>,
+    /// What each remote services LSA installed.
+    remote: HashMap<(RouterId, u16), Vec<InstanceId>>,
+    rng: Rng,
+    scratch: Vec<Candidate>,
+    tally: Tally,
+}
+
+impl Sar {
+    /// A SAR starting at `now`.
+    pub fn new(cfg: Config, now: Instant) -> Self {
+        let me = cfg.igp.router_id;
+        let igp = Igp::new(cfg.igp.clone(), now);
+        let mut sar = Self {
+            fib: Fib::with_hash(cfg.max_services, cfg.fib_hash),
+            nhib: Nhib::new(me, cfg.igp.address, cfg.max_instances),
+            igp,
+            local: BTreeMap::new(),
+            parts: Vec::new(),
+            dirty: BTreeSet::new(),
+            remote: HashMap::new(),
+            rng: Rng::new(cfg.seed ^ 0x7361_725f_726f_7361),
+            scratch: Vec::new(),
+            tally: Tally::default(),
+            cfg,
+        };
+        sar.after(now);
+        sar
+    }
+
+    // ---- getters ------------------------------------------------------
+
+    /// The configuration.
+    pub const fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// Our router ID.
+    pub const fn router_id(&self) -> RouterId {
+        self.cfg.igp.router_id
+    }
+
+    /// Our (Ingress) address.
+    pub const fn address(&self) -> Ipv6Addr {
+        self.cfg.igp.address
+    }
+
+    /// Whether `addr` is one of ours.
+    pub fn is_mine(&self, addr: IpAddr) -> bool {
+        addr == IpAddr::V6(self.cfg.igp.address) || self.cfg.addresses.contains(&addr)
+    }
+
+    /// The IGP (neighbours, LSDB, routes).
+    pub const fn igp(&self) -> &Igp {
+        &self.igp
+    }
+
+    /// The FIB.
+    pub const fn fib(&self) -> &Fib<FibEntry> {
+        &self.fib
+    }
+
+    /// The NHIB.
+    pub const fn nhib(&self) -> &Nhib {
+        &self.nhib
+    }
+
+    /// Instances announced at this SAR: (name, address, expiry).
+    pub fn local_instances(&self) -> impl Iterator<Item = (&ServiceName, IpAddr, Instant)> {
+        self.local.iter().map(|((n, a), l)| (n, *a, l.expires))
+    }
+
+    /// The instances serving exactly `name`, with their rows.
+    pub fn instances_of(&self, name: &ServiceName) -> Vec<(InstanceId, &crate::nhib::Instance)> {
+        self.fib.get(name).map_or_else(Vec::new, |e| {
+            e.members
+                .iter()
+                .filter_map(|m| Some((m.id, self.nhib.get(m.id)?)))
+                .collect()
+        })
+    }
+
+    /// Cumulative counters (the core's and the IGP's).
+    pub fn counters(&self) -> Counters {
+        let mut c = self.tally.total().clone();
+        for (k, v) in self.igp.counters() {
+            *c.entry(k).or_insert(0) += v;
+        }
+        c
+    }
+
+    /// Counter increments since the last call, for the node's counters.
+    pub fn drain_counters(&mut self) -> Counters {
+        let mut c = Counters::new();
+        self.tally.drain_into(&mut c);
+        self.igp.drain_counters_into(&mut c);
+        c
+    }
+
+    // ---- outputs ------------------------------------------------------
+
+    /// The next IGP datagram to send.
+    #[must_use]
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.igp.poll_transmit()
+    }
+
+    /// When [`Sar::handle_timeout`] is next due.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        match (self.igp.poll_timeout(), self.nhib.next_expiry()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    // ---- inputs -------------------------------------------------------
+
+    /// One IGP datagram from the neighbour on `from`.
+    pub fn handle_igp(&mut self, now: Instant, from: LinkId, bytes: &[u8]) {
+        self.igp.handle(now, from, bytes);
+        self.after(now);
+    }
+
+    /// A link to a neighbour SAR is up (or its cost changed).
+    pub fn link_up(&mut self, now: Instant, link: LinkId, cost: u32) {
+        self.igp.link_up(now, link, cost);
+        self.after(now);
+    }
+
+    /// A link is down.
+    pub fn link_down(&mut self, now: Instant, link: LinkId) {
+        self.igp.link_down(now, link);
+        self.after(now);
+    }
+
+    /// Timers: the IGP's, and instance expiry. Spurious calls are harmless.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.igp.handle_timeout(now);
+        for id in self.nhib.expired(now) {
+            self.tally.bump("sar.instance_expired");
+            self.drop_instance(id);
+        }
+        self.after(now);
+    }
+
+    /// Set our App-Metrics LSA (SPEC §3; flooded, read back from the LSDB).
+    pub fn originate_app_metrics(&mut self, now: Instant, entries: Vec<AppMetricsEntry>) {
+        self.igp.originate(now, 0, LsaBody::AppMetrics(entries));
+        self.after(now);
+    }
+
+    /// Set our sticky-table LSA (SPEC §3 scenario 1).
+    pub fn originate_sticky(&mut self, now: Instant, entries: Vec<StickyEntry>) {
+        self.igp.originate(now, 0, LsaBody::Sticky(entries));
+        self.after(now);
+    }
+
+    /// Decide what to do with a packet carrying a ROSA option addressed to
+    /// (or through) this SAR; announcements and withdrawals are taken into
+    /// the tables here. See [`crate::decide`] for the table of actions.
+    pub fn decide(&mut self, now: Instant, view: &PacketView<'_>) -> Action {
+        let me = IpAddr::V6(self.cfg.igp.address);
+        let action = match decide::classify(view, me, |a| self.is_mine(a)) {
+            Classified::Done(a) => a,
+            Classified::Control => match self.handle_announcement(now, view.src, view.rosa) {
+                Ok(_) => Action::Consumed,
+                Err(e) => Action::Drop(DropReason::Announce(e)),
+            },
+            Classified::Request {
+                service,
+                from_client,
+                fill,
+            } => {
+                if from_client && !self.cfg.client_facing {
+                    Action::Drop(DropReason::NotClientFacing)
+                } else {
+                    match self.resolve(service, from_client) {
+                        Ok(c) => decide::request_action(&c, fill, view.src),
+                        Err(e) => Action::Drop(e),
+                    }
+                }
+            }
+        };
+        let counter = match action {
+            // handle_announcement counted it.
+            Action::Drop(DropReason::Announce(_)) => None,
+            Action::ToInstance { .. } => Some("sar.request_to_instance"),
+            Action::ToNextSar { .. } => Some("sar.request_to_next_sar"),
+            Action::DeliverLocal { .. } => Some("sar.request_deliver_local"),
+            Action::ResponseToIngress { .. } => Some("sar.response_to_ingress"),
+            Action::ResponseToClient { .. } => Some("sar.response_to_client"),
+            Action::Consumed => Some("sar.control_consumed"),
+            Action::NotForUs => Some("sar.not_for_us"),
+            Action::Drop(r) => Some(r.reason()),
+        };
+        if let Some(c) = counter {
+            self.tally.bump(c);
+        }
+        self.after(now);
+        action
+    }
+
+    /// FIB lookup (longest prefix with a reachable instance) and policy
+    /// pick for `name`. `scheduling`: we are the client's ingress and may
+    /// apply a scheduling policy; otherwise (a request from a SAR) route.
+    /// Counts nothing (the hot path; [`Sar::decide`] counts).
+    pub fn resolve(&mut self, name: &ServiceName, scheduling: bool) -> Result<Choice, DropReason> {
+        let me = self.cfg.igp.router_id;
+        let nhib = &self.nhib;
+        let (_, entry) = self
+            .fib
+            .lookup_by_mut(name, |e| {
+                e.members.iter().any(|m| nhib.slot_cost(m.slot).is_some())
+            })
+            .ok_or(DropReason::NoRoute)?;
+        let (cand, slot, scheduled) = match (entry.steering, scheduling && self.cfg.client_facing) {
+            (Steering::Schedule(p), true) => {
+                self.scratch.clear();
+                self.scratch
+                    .extend(entry.members.iter().map(|m| m.candidate(nhib)));
+                let i = policy::schedule(
+                    p,
+                    &self.cfg.tuning,
+                    &mut entry.sched,
+                    &mut self.rng,
+                    &self.scratch,
+                )
+                .ok_or(DropReason::NoRoute)?;
+                (self.scratch[i], entry.members[i].slot, true)
+            }
+            (s, _) => {
+                let cands = entry.members.iter().map(|m| m.candidate(nhib));
+                let i = policy::route(s.route_policy(), &self.cfg.tuning, cands)
+                    .ok_or(DropReason::NoRoute)?;
+                let m = &entry.members[i];
+                (m.candidate(nhib), m.slot, false)
+            }
+        };
+        let local = cand.origin == me;
+        let next_sar = if local || scheduled {
+            None
+        } else {
+            let r = nhib.slot_route(slot).ok_or(DropReason::NoRoute)?;
+            Some((r.next_hop, IpAddr::V6(r.next_hop_addr)))
+        };
+        Ok(Choice {
+            instance: cand.addr,
+            origin: cand.origin,
+            scheduled,
+            local,
+            next_sar,
+        })
+    }
+
+    /// An announcement or withdrawal from an instance attached here (a
+    /// client port), from IPv6 source `src`. Refusals are counted.
+    pub fn handle_announcement(
+        &mut self,
+        now: Instant,
+        src: IpAddr,
+        msg: &Message,
+    ) -> Result<Announced, AnnounceError> {
+        let r = self.announcement(now, src, msg);
+        match r {
+            Ok(a) => self.tally.bump(match a {
+                Announced::Added => "sar.announce_added",
+                Announced::Refreshed => "sar.announce_refreshed",
+                Announced::Withdrawn => "sar.announce_withdrawn",
+                Announced::Unknown => "sar.withdraw_unknown",
+            }),
+            Err(e) => self.tally.bump(e.reason()),
+        }
+        self.after(now);
+        r
+    }
+
+    // ---- announcements ------------------------------------------------
+
+    fn announcement(
+        &mut self,
+        now: Instant,
+        src: IpAddr,
+        msg: &Message,
+    ) -> Result<Announced, AnnounceError> {
+        if !self.cfg.announce_keys.is_empty() {
+            let src6 = match src {
+                IpAddr::V6(a) => a,
+                IpAddr::V4(a) => a.to_ipv6_mapped(),
+            };
+            let keys = &self.cfg.announce_keys;
+            match msg.verify(src6, |id| keys.get(&id).map(Vec::as_slice)) {
+                AuthCheck::Good(_) => {}
+                AuthCheck::Unsigned => return Err(AnnounceError::AuthMissing),
+                AuthCheck::Bad(_) => return Err(AnnounceError::AuthBad),
+                AuthCheck::UnknownKey(_) => return Err(AnnounceError::AuthUnknownKey),
+            }
+        }
+        let name = msg.service().ok_or(AnnounceError::NoService)?.clone();
+        let addr = msg.instance().unwrap_or(src);
+        let mut constraints = msg.constraints().cloned().unwrap_or_default();
+        // The lifetime is ours to flood (as remaining seconds), not part of
+        // the constraints every SAR compares.
+        let lifetime = constraints
+            .lifetime_s()
+            .unwrap_or(self.cfg.default_lifetime_s)
+            .min(self.cfg.max_lifetime_s);
+        constraints
+            .0
+            .retain(|c| !matches!(c, Constraint::LifetimeS(_)));
+        let key = (name, addr);
+        if msg.kind == MessageKind::Withdrawal || lifetime == 0 {
+            return Ok(if self.remove_local(&key) {
+                Announced::Withdrawn
+            } else {
+                Announced::Unknown
+            });
+        }
+        let expires = now + Duration::from_secs(u64::from(lifetime));
+        let metrics = Metrics::of(&constraints);
+        let steering = Steering::of(&constraints);
+        if let Some(l) = self.local.get_mut(&key) {
+            let changed = l.constraints != constraints;
+            l.constraints = constraints;
+            l.lifetime_s = lifetime;
+            l.expires = expires;
+            let (id, part) = (l.id, l.part);
+            // Refresh the remote copies before they run out: when less
+            // than half a lifetime is left of what was flooded.
+            let stale = l.flooded.is_none_or(|f| {
+                expires > f && f < now + Duration::from_secs(u64::from(lifetime / 2))
+            });
+            self.update_instance(id, metrics, steering, expires);
+            if changed || stale {
+                self.dirty.insert(part);
+            }
+            return Ok(Announced::Refreshed);
+        }
+        if self.local.len() >= self.cfg.max_local_instances {
+            return Err(AnnounceError::LocalFull);
+        }
+        let bytes = key.0.as_wire().len() + constraints.buffer_len() + 48;
+        let part = self.part_with_room(bytes);
+        let ikey: InstanceKey = (self.router_id(), LOCAL_PART, key.0.clone(), addr);
+        let id = self.add_instance(ikey, metrics, steering, expires)?;
+        let p = &mut self.parts[usize::from(part)];
+        p.members.insert(key.clone());
+        p.bytes += bytes;
+        self.dirty.insert(part);
+        self.local.insert(
+            key,
+            Local {
+                constraints,
+                lifetime_s: lifetime,
+                expires,
+                flooded: None,
+                part,
+                id,
+            },
+        );
+        Ok(Announced::Added)
+    }
+
+    fn part_with_room(&mut self, bytes: usize) -> u16 {
+        let fits = |p: &Part| p.members.len() < MAX_SERVICES && p.bytes + bytes <= PART_BUDGET;
+        if let Some(i) = self.parts.iter().position(fits) {
+            return i as u16;
+        }
+        // max_local_instances / MAX_SERVICES parts at most (config keeps
+        // this under u16::MAX, the local-part sentinel).
+        self.parts.push(Part::default());
+        (self.parts.len() - 1) as u16
+    }
+
+    /// Remove a local instance (withdrawal or expiry); whether it was there.
+    fn remove_local(&mut self, key: &(ServiceName, IpAddr)) -> bool {
+        let Some(l) = self.local.remove(key) else {
+            return false;
+        };
+        let p = &mut self.parts[usize::from(l.part)];
+        p.members.remove(key);
+        p.bytes = p
+            .bytes
+            .saturating_sub(key.0.as_wire().len() + l.constraints.buffer_len() + 48);
+        self.dirty.insert(l.part);
+        self.remove_instance(l.id);
+        true
+    }
+
+    /// Originate every dirty services part.
+    fn originate_parts(&mut self, now: Instant) {
+        for i in std::mem::take(&mut self.dirty) {
+            let Some(p) = self.parts.get(usize::from(i)) else {
+                continue;
+            };
+            let mut list = Vec::with_capacity(p.members.len());
+            for key in &p.members {
+                let Some(l) = self.local.get_mut(key) else {
+                    continue;
+                };
+                let left = if l.expires > now {
+                    (l.expires - now).secs()
+                } else {
+                    0
+                };
+                // Floor: remote copies never outlive ours.
+                let lifetime_s = u32::try_from(left).unwrap_or(u32::MAX);
+                l.flooded = Some(now + Duration::from_secs(u64::from(lifetime_s)));
+                list.push(ServiceAnnouncement {
+                    name: key.0.clone(),
+                    instance: key.1,
+                    constraints: l.constraints.clone(),
+                    lifetime_s,
+                });
+            }
+            self.igp.originate(now, i, LsaBody::Services(list));
+        }
+    }
+
+    // ---- instance rows and FIB entries --------------------------------
+
+    fn add_instance(
+        &mut self,
+        key: InstanceKey,
+        metrics: Metrics,
+        steering: Steering,
+        expires: Instant,
+    ) -> Result<InstanceId, AnnounceError> {
+        let name = key.2.clone();
+        if let Some(e) = self.fib.get(&name) {
+            if e.members.len() >= self.cfg.max_instances_per_service {
+                return Err(AnnounceError::ServiceFull);
+            }
+        } else if self.fib.len() >= self.fib.capacity() {
+            return Err(AnnounceError::FibFull);
+        }
+        let (origin, part, addr) = (key.0, key.1, key.3);
+        let id = self
+            .nhib
+            .insert(key, metrics, steering, expires)
+            .map_err(|_| AnnounceError::NhibFull)?;
+        let member = Member {
+            id,
+            addr,
+            origin,
+            slot: self.nhib.slot_of(id).unwrap_or(u32::MAX),
+            part,
+            metrics,
+            steering,
+        };
+        if let Some(e) = self.fib.get_mut(&name) {
+            let at = e.members.partition_point(|x| x.order() < member.order());
+            e.members.insert(at, member);
+            e.sched.reset(e.members.len());
+            e.steering = first_steering(&e.members);
+        } else {
+            let mut sched = SchedState::default();
+            sched.reset(1);
+            // Room was checked above.
+            let _ = self.fib.insert(
+                name,
+                FibEntry {
+                    members: vec![member],
+                    steering,
+                    sched,
+                },
+            );
+        }
+        Ok(id)
+    }
+
+    fn update_instance(
+        &mut self,
+        id: InstanceId,
+        metrics: Metrics,
+        steering: Steering,
+        expires: Instant,
+    ) {
+        let Some((old_m, old_s)) = self.nhib.update(id, metrics, steering, expires) else {
+            return;
+        };
+        if old_m == metrics && old_s == steering {
+            return;
+        }
+        let Some(name) = self.nhib.get(id).map(|r| r.name.clone()) else {
+            return;
+        };
+        if let Some(e) = self.fib.get_mut(&name) {
+            if let Some(m) = e.members.iter_mut().find(|m| m.id == id) {
+                m.metrics = metrics;
+                m.steering = steering;
+            }
+            e.steering = first_steering(&e.members);
+            if old_m.capability != metrics.capability {
+                // New weights: start the WRR cycle over.
+                let n = e.members.len();
+                e.sched.wrr_current.clear();
+                e.sched.wrr_current.resize(n, 0);
+            }
+        }
+    }
+
+    fn remove_instance(&mut self, id: InstanceId) {
+        let Some(row) = self.nhib.remove(id) else {
+            return;
+        };
+        let Some(e) = self.fib.get_mut(&row.name) else {
+            return;
+        };
+        e.members.retain(|m| m.id != id);
+        if e.members.is_empty() {
+            self.fib.remove(&row.name);
+            return;
+        }
+        e.sched.reset(e.members.len());
+        e.steering = first_steering(&e.members);
+    }
+
+    /// An instance row expired (local or remote).
+    fn drop_instance(&mut self, id: InstanceId) {
+        let Some(row) = self.nhib.get(id) else {
+            return;
+        };
+        if row.part == LOCAL_PART {
+            let key = (row.name.clone(), row.addr);
+            if !self.remove_local(&key) {
+                self.remove_instance(id);
+            }
+            return;
+        }
+        let k = (row.origin, row.part);
+        if let Some(list) = self.remote.get_mut(&k) {
+            list.retain(|x| *x != id);
+        }
+        self.remove_instance(id);
+    }
+
+    // ---- IGP changes --------------------------------------------------
+
+    /// After every input: take the IGP's changes into the tables, then
+    /// originate the services parts that changed.
+    fn after(&mut self, now: Instant) {
+        self.originate_parts(now);
+        while let Some(c) = self.igp.poll_change() {
+            match c {
+                Change::Routes => {
+                    self.nhib.set_routes(self.igp.routes());
+                    self.tally.bump("sar.routes_changed");
+                }
+                Change::Lsa((origin, LsaKind::Services, part)) => {
+                    if origin != self.router_id() {
+                        self.services_lsa(now, origin, part);
+                    }
+                }
+                Change::Lsa(_) => {}
+            }
+        }
+    }
+
+    /// A remote services LSA changed: make the rows from it match.
+    fn services_lsa(&mut self, now: Instant, origin: RouterId, part: u16) {
+        let old = self.remote.remove(&(origin, part)).unwrap_or_default();
+        let mut kept: Vec<InstanceId> = Vec::new();
+        let mut fresh: Vec<(InstanceKey, Metrics, Steering, Instant)> = Vec::new();
+        if let Some((lsa, at)) = self.igp.lsa(now, &(origin, LsaKind::Services, part)) {
+            if let LsaBody::Services(list) = &lsa.body {
+                for a in list {
+                    let left = i64::from(a.lifetime_s) - i64::from(lsa.age);
+                    if left <= 0 {
+                        continue;
+                    }
+                    let expires = at + Duration::from_secs(left as u64);
+                    if expires <= now {
+                        continue;
+                    }
+                    let key = (origin, part, a.name.clone(), a.instance);
+                    fresh.push((
+                        key,
+                        Metrics::of(&a.constraints),
+                        Steering::of(&a.constraints),
+                        expires,
+                    ));
+                }
+            }
+        }
+        let mut seen: HashSet<InstanceId> = HashSet::new();
+        for (key, m, s, exp) in fresh {
+            if let Some(id) = self.nhib.find(&key) {
+                if seen.insert(id) {
+                    self.update_instance(id, m, s, exp);
+                    kept.push(id);
+                }
+                continue;
+            }
+            match self.add_instance(key, m, s, exp) {
+                Ok(id) => {
+                    seen.insert(id);
+                    kept.push(id);
+                    self.tally.bump("sar.remote_instance_added");
+                }
+                Err(e) => self.tally.bump(e.reason()),
+            }
+        }
+        for id in old {
+            if !seen.contains(&id) {
+                self.tally.bump("sar.remote_instance_removed");
+                self.remove_instance(id);
+            }
+        }
+        if !kept.is_empty() {
+            self.remote.insert((origin, part), kept);
+        }
+    }
+}
+
+fn first_steering(members: &[Member]) -> Steering {
+    members
+        .first()
+        .map_or(Steering::Route(policy::RoutePolicy::Shortest), |m| {
+            m.steering
+        })
+}
