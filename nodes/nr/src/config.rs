@@ -61,7 +61,9 @@ pub struct NrConfig {
     pub max_instances: usize,
     /// Most (name, requester) entries in the discovery table.
     pub max_discovery: usize,
-    /// Send a path update ALL NODES to every nSFF when the NR starts.
+    /// Send a path update ALL NODES to every nSFF when the NR starts: once
+    /// the first frame arrives on the fabric port (its link works), or
+    /// [`crate::driver::ANNOUNCE_FALLBACK`] after the start at the latest.
     pub announce_restart: bool,
     /// Pre-shared keys; when any is configured every NR message must carry
     /// a good tag, and the first key signs what the NR sends.

@@ -14,9 +14,16 @@
 //!   fabric port.
 //! - **Everything else** (ARP, NDP, IPv4/IPv6 TCP to the REST port) is
 //!   checked with [`check_frame`] and passed to smoltcp.
+//! - **Start announcement** (`announce_restart`): ALL NODES goes out when
+//!   the first frame arrives on the fabric port (the fwd node's hellos come
+//!   every second), not at once: a frame sent while the port's link is still
+//!   coming up (a restarted process's TAP joining its bridge) is lost without
+//!   a trace, and the nSFFs would keep the caches the last NR process filled.
+//!   If nothing is heard for [`ANNOUNCE_FALLBACK`], it goes out anyway, and
+//!   again when the first frame is heard.
 
 use serde_json::{json, Value};
-use smoltcp::time::Instant;
+use smoltcp::time::{Duration, Instant};
 use smoltcp::wire::EthernetAddress;
 use svcroute_stack::runtime::{check_frame, Context, ControlReply, FrameContext, Role};
 use svcroute_stack::shim::{Direction, Outbox, Verdict};
@@ -31,6 +38,10 @@ const ETH_LEN: usize = 14;
 const IPV6_LEN: usize = 40;
 const ETHERTYPE_IPV6: [u8; 2] = [0x86, 0xdd];
 
+/// The start announcement goes out this long after the start at the latest
+/// when nothing is heard on the fabric port before.
+pub const ANNOUNCE_FALLBACK: Duration = Duration::from_secs(3);
+
 /// The nr role.
 #[derive(Debug)]
 pub struct Nr {
@@ -38,6 +49,10 @@ pub struct Nr {
     core: NrCore,
     rest: Option<Rest>,
     mac: EthernetAddress,
+    /// The start announcement waits for the first frame on the fabric port.
+    announce_on_hearing: bool,
+    /// ... or until then.
+    announce_fallback: Option<Instant>,
 }
 
 impl Nr {
@@ -49,6 +64,8 @@ impl Nr {
             core,
             rest: None,
             mac: EthernetAddress([0x02, 0, 0, 0, 0, 0]),
+            announce_on_hearing: false,
+            announce_fallback: None,
         })
     }
 
@@ -168,12 +185,20 @@ impl Role for Nr {
         if self.cfg.rest_port != 0 {
             self.rest = Some(Rest::new(&self.cfg, cx.ports.len()));
         }
-        self.core.start(cx.now);
+        if self.cfg.announce_restart {
+            self.announce_on_hearing = true;
+            self.announce_fallback = Some(cx.now + ANNOUNCE_FALLBACK);
+        }
         self.poll(cx);
     }
 
     fn poll(&mut self, cx: &mut Context<'_>) -> bool {
         let mut any = false;
+        if self.announce_fallback.is_some_and(|t| t <= cx.now) {
+            // Nothing heard yet: announce anyway, and again on hearing.
+            self.announce_fallback = None;
+            self.core.start(cx.now);
+        }
         if let Some(rest) = &mut self.rest {
             any |= rest.poll(cx.now, cx.ports, cx.stats, &mut self.core);
         }
@@ -182,10 +207,18 @@ impl Role for Nr {
     }
 
     fn poll_at(&self, _now: Instant) -> Option<Instant> {
-        self.rest.as_ref().and_then(Rest::poll_at)
+        let rest = self.rest.as_ref().and_then(Rest::poll_at);
+        [rest, self.announce_fallback].into_iter().flatten().min()
     }
 
     fn ingress(&mut self, cx: &mut FrameContext<'_>, port: usize, frame: &mut Vec<u8>) -> Verdict {
+        if port == self.cfg.fabric_port && self.announce_on_hearing {
+            // The port carries frames both ways now: announce the start.
+            self.announce_on_hearing = false;
+            self.announce_fallback = None;
+            self.core.start(cx.now);
+            self.drain(cx.out, cx.stats);
+        }
         let Some(gff) = Self::gff(frame) else {
             if let Err(reason) = check_frame(frame) {
                 return Verdict::Drop(reason);

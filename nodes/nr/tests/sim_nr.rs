@@ -17,7 +17,7 @@ use smoltcp::time::Duration;
 use smoltcp::wire::EthernetAddress;
 use svcroute_nr::config::{AttachConfig, LinkConfig, NsffAttachConfig};
 use svcroute_nr::core::{path_request, registration};
-use svcroute_nr::driver::gff_frame;
+use svcroute_nr::driver::{gff_frame, ANNOUNCE_FALLBACK};
 use svcroute_nr::{Nr, NrConfig};
 use svcroute_stack::phy::sim::{SegmentConfig, Sim};
 use svcroute_stack::runtime::{Context, FrameContext, Role};
@@ -274,4 +274,76 @@ fn register_resolve_deregister_and_link_failure_over_a_segment() {
         stats.get("drop.nr_gff_not_for_us"),
         "{stats:?}"
     );
+}
+
+#[test]
+fn the_start_announcement_waits_until_the_fabric_is_heard() {
+    let mut sim = Sim::new(8);
+    let lan = sim.add_segment(SegmentConfig::default());
+    let p = sim.port(lan, 1);
+    let nr_port = p.1.port();
+    let nr = sim.add_role("nr", vec![p], Nr::new(config()).unwrap());
+    let p = sim.port(lan, 2);
+    let n1_port = p.1.port();
+    let n1 = sim.add_role("nsff1", vec![p], FakeNsff::new(2));
+    let p = sim.port(lan, 3);
+    let n2_port = p.1.port();
+    let n2 = sim.add_role("nsff2", vec![p], FakeNsff::new(4));
+
+    // The NR's link is still coming up (a restarted process's TAP joining
+    // its bridge): nothing gets through for a while.
+    let cut = sim.partition(&[nr_port], &[n1_port, n2_port]);
+    sim.run_for(Duration::from_secs(1)).unwrap();
+    sim.heal(cut);
+    // The first frame the NR hears (here a registration; behind a fwd node,
+    // its hello) shows the link works: now the nSFFs hear of the restart.
+    let name = Fqdn::new("www.example2.com").unwrap();
+    sim.node_mut(n2).role_mut().send(
+        path(&[5, 11, 0]),
+        MessageType::Registration,
+        registration(false, &name, NsffId::new(2).unwrap()),
+    );
+    sim.drive_bounded(Duration::from_millis(500), 10_000, |s| {
+        s.node(n1).role().all_nodes_seen() == 1 && s.node(n2).role().all_nodes_seen() == 1
+    })
+    .unwrap();
+    assert_eq!(sim.node(nr).role().core().names().len(), 1);
+    // Once: the fallback is off.
+    sim.run_for(Duration::from_secs(5)).unwrap();
+    assert_eq!(sim.node(n1).role().all_nodes_seen(), 1);
+    assert_eq!(sim.node(nr).stats().get("nr.updates_all_nodes"), 1);
+}
+
+#[test]
+fn without_a_word_from_the_fabric_the_announcement_goes_after_the_fallback_and_again_when_heard() {
+    let mut sim = Sim::new(9);
+    let lan = sim.add_segment(SegmentConfig::default());
+    let p = sim.port(lan, 1);
+    let nr_port = p.1.port();
+    let nr = sim.add_role("nr", vec![p], Nr::new(config()).unwrap());
+    let p = sim.port(lan, 2);
+    let n1_port = p.1.port();
+    let n1 = sim.add_role("nsff1", vec![p], FakeNsff::new(2));
+    let updates = |s: &Sim| s.node(nr).stats().get("nr.updates_all_nodes");
+    // The NR hears nothing: the announcement goes out after the fallback
+    // (and is lost here).
+    let cut = sim.partition(&[nr_port], &[n1_port]);
+    sim.run_for(ANNOUNCE_FALLBACK - Duration::from_millis(1))
+        .unwrap();
+    assert_eq!(updates(&sim), 0);
+    sim.run_for(Duration::from_millis(2)).unwrap();
+    assert_eq!(updates(&sim), 1);
+    // The first frame heard repeats it, once.
+    sim.heal(cut);
+    let name = Fqdn::new("www.example.com").unwrap();
+    for _ in 0..2 {
+        sim.node_mut(n1).role_mut().send(
+            path(&[3, 0]),
+            MessageType::Registration,
+            registration(false, &name, NsffId::new(1).unwrap()),
+        );
+        sim.run_for(Duration::from_millis(100)).unwrap();
+    }
+    assert_eq!(sim.node(n1).role().all_nodes_seen(), 1);
+    assert_eq!(updates(&sim), 2);
 }

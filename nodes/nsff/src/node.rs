@@ -21,7 +21,10 @@
 //!   connection to it (an idle one reused, else a new one) carries the request, and the SF's response (framed
 //!   with a [`ResponseDecoder`]) goes back on the same transaction.
 //! - **NR**: every local SF's FQDN is registered (GFF 3 with the FQDN TLV)
-//!   at start and every `register_interval_ms`, and at once after a path
+//!   at start, again after 1, 2, 4, ... s (doubling up to
+//!   `register_interval_ms`: the fabric and the NR may come up after us, and
+//!   registrations are not acknowledged), then every
+//!   `register_interval_ms`, and at once after a path
 //!   update for ALL NODES (an NR restart). Path responses feed the cache;
 //!   path updates flush it.
 //! - **GFF in**: frames whose pathID holds our `link_in` bit are consumed;
@@ -67,6 +70,9 @@ const SOCK_BUF: usize = 64 * 1024;
 const MAX_IDLE_SF: usize = 256;
 /// An idle SF connection is closed after this long.
 const IDLE_SF_TIMEOUT: Duration = Duration::from_secs(30);
+/// The first gap between registrations, ms; it doubles up to
+/// `register_interval_ms`.
+const REGISTER_FIRST_GAP_MS: u64 = 1000;
 
 /// A local SF exchange: request bytes in, response bytes out.
 #[derive(Debug)]
@@ -305,6 +311,8 @@ pub struct Nsff {
     txn_client: BTreeMap<Txn, u64>,
     next_register: Option<Instant>,
     register_now: bool,
+    /// The gap before the next registration round, ms.
+    register_gap_ms: u64,
     next_local_port: u16,
     /// SF sockets closing (since, handle), on `sf_port`.
     closing: Vec<(Instant, SocketHandle)>,
@@ -350,6 +358,7 @@ impl Nsff {
             txn_client: BTreeMap::new(),
             next_register: None,
             register_now: true,
+            register_gap_ms: REGISTER_FIRST_GAP_MS,
             next_local_port: 49152,
             closing: Vec::new(),
             idle: Vec::new(),
@@ -403,7 +412,11 @@ impl Nsff {
             }
         }
         self.register_now = false;
-        self.next_register = Some(now + Duration::from_millis(self.cfg.register_interval_ms));
+        // Soon again at first: a registration sent before the fabric or the
+        // NR was up is lost, and nothing says so.
+        let gap = self.register_gap_ms.min(self.cfg.register_interval_ms);
+        self.register_gap_ms = gap.saturating_mul(2);
+        self.next_register = Some(now + Duration::from_millis(gap));
     }
 
     /// Health checks: a TCP connect to each SF every `health_interval_ms`.
@@ -448,6 +461,20 @@ impl Nsff {
                 } else {
                     cx.stats.bump("nsff.health_failures");
                     h.fails += 1;
+                    // The SF took no new connection: its idle keep-alive
+                    // connections are dead, or stale once it restarts (the
+                    // new process resets them on first use, failing that
+                    // request). The next requests connect afresh.
+                    let (idle, closing) = (&mut self.idle, &mut self.closing);
+                    idle.retain(|&(t, sock, _)| {
+                        if t != (addr, port) {
+                            return true;
+                        }
+                        ps.sockets.get_mut::<tcp::Socket>(sock).close();
+                        closing.push((cx.now, sock));
+                        cx.stats.bump("nsff.sf_idle_dropped");
+                        false
+                    });
                     if h.healthy && h.fails >= self.cfg.health_failures {
                         h.healthy = false;
                         cx.stats.bump("nsff.sf_down");

@@ -16,6 +16,10 @@
 
 use serde_json::Value;
 use smoltcp::time::Duration;
+use smoltcp::wire::{
+    ArpOperation, ArpPacket, ArpRepr, EthernetAddress, EthernetFrame, EthernetProtocol,
+    EthernetRepr, Ipv4Address,
+};
 use svcroute_fwd::{Fwd, FwdConfig};
 use svcroute_host::{Host, HostConfig};
 use svcroute_nr::config::{AttachConfig, LinkConfig, NsffAttachConfig};
@@ -23,7 +27,9 @@ use svcroute_nr::{Nr, NrConfig};
 use svcroute_nsff::cache::{CacheConfig, StaticRoute};
 use svcroute_nsff::{Nsff, NsffConfig, SfConfig};
 use svcroute_stack::phy::sim::{self, NodeId, SegmentConfig, SegmentId, Sim, SimLink, SimPort};
+use svcroute_stack::phy::Link;
 use svcroute_stack::runtime::{Node, PortConfig};
+use svcroute_stack::wire::nr::NsffId;
 
 fn nr_config() -> NrConfig {
     let attach = |nsff, at: &str, link_in, link_out| NsffAttachConfig {
@@ -76,6 +82,10 @@ struct World {
     sfs: Vec<HostId>,
     /// SF1's port and nSFF1's client-side port (to cut SF1 off).
     sf1_cut: (SimPort, SimPort),
+    /// The client's port.
+    client_port: SimPort,
+    /// nSFF2's fabric port and F2's port toward it.
+    n2_cut: (SimPort, SimPort),
     nr: NrId,
     nsff1: NsffNode,
     nsff2: NsffNode,
@@ -88,6 +98,16 @@ fn world(seed: u64, loss: f64) -> World {
 
 /// The world, nSFF1 with `statics` prepopulated in its cache.
 fn world_with(seed: u64, loss: f64, statics: Vec<StaticRoute>) -> World {
+    world_tuned(seed, loss, statics, |_| {})
+}
+
+/// The world, nSFF1's configuration changed by `tune`.
+fn world_tuned(
+    seed: u64,
+    loss: f64,
+    statics: Vec<StaticRoute>,
+    tune: impl FnOnce(&mut NsffConfig),
+) -> World {
     let mut sim = Sim::new(seed);
     let s_nr = sim.add_segment(SegmentConfig::default());
     let s_n1 = sim.add_segment(SegmentConfig::default());
@@ -99,6 +119,7 @@ fn world_with(seed: u64, loss: f64, statics: Vec<StaticRoute>) -> World {
     let s_c = sim.add_segment(SegmentConfig::default());
     let s_sf = sim.add_segment(SegmentConfig::default());
 
+    let mut f2_n2 = None;
     for (name, id, ports, links) in [
         (
             "f1",
@@ -126,13 +147,16 @@ fn world_with(seed: u64, loss: f64, statics: Vec<StaticRoute>) -> World {
             ..FwdConfig::default()
         };
         let macs: Vec<_> = ports.iter().map(|(c, _)| c.mac).collect();
+        if name == "f2" {
+            f2_n2 = Some(ports[1].1.port());
+        }
         sim.add_role(name, ports, Fwd::new(&cfg, &macs).unwrap());
     }
     let nr_port = fabric_port(&mut sim, s_nr, 1);
     let nr = sim.add_role("nr", vec![nr_port], Nr::new(nr_config()).unwrap());
 
     let sf1_addr = sim::ipv4(s_c.0 as u8, 3);
-    let n1 = NsffConfig {
+    let mut n1 = NsffConfig {
         nsff_id: 1,
         fabric_port: 0,
         client_port: 1,
@@ -150,6 +174,7 @@ fn world_with(seed: u64, loss: f64, statics: Vec<StaticRoute>) -> World {
         }],
         ..NsffConfig::default()
     };
+    tune(&mut n1);
     let ports = vec![fabric_port(&mut sim, s_n1, 1), sim.port(s_c, 1)];
     let nsff1_client_port = ports[1].1.port();
     let nsff1 = sim.add_role("nsff1", ports, Nsff::new(n1).unwrap());
@@ -178,6 +203,7 @@ fn world_with(seed: u64, loss: f64, statics: Vec<StaticRoute>) -> World {
         ..NsffConfig::default()
     };
     let ports = vec![fabric_port(&mut sim, s_n2, 1), sim.port(s_sf, 1)];
+    let n2_cut = (ports[0].1.port(), f2_n2.unwrap());
     let nsff2 = sim.add_role("nsff2", ports, Nsff::new(n2).unwrap());
 
     let mut sfs = Vec::new();
@@ -194,6 +220,7 @@ fn world_with(seed: u64, loss: f64, statics: Vec<StaticRoute>) -> World {
         sfs.push(sim.add_role(name, vec![p], Host::new(name, cfg).unwrap()));
     }
     let p = sim.port(s_c, 2);
+    let client_port = p.1.port();
     let client = sim.add_role(
         "client",
         vec![p],
@@ -204,6 +231,8 @@ fn world_with(seed: u64, loss: f64, statics: Vec<StaticRoute>) -> World {
         client,
         sfs,
         sf1_cut: (sf1_port.unwrap(), nsff1_client_port),
+        client_port,
+        n2_cut,
         nr,
         nsff1,
         nsff2,
@@ -213,6 +242,11 @@ fn world_with(seed: u64, loss: f64, statics: Vec<StaticRoute>) -> World {
 
 /// Let registrations settle, then run one client job to completion.
 fn job(w: &mut World, job: &str) -> Value {
+    job_then(w, job, Duration::from_secs(5))
+}
+
+/// [`job`], then run `after` more.
+fn job_then(w: &mut World, job: &str, after: Duration) -> Value {
     w.sim.run_for(Duration::from_millis(500)).unwrap();
     let args: Vec<String> = job
         .replace("NSFF1", &sim::ipv4(w.client_seg.0 as u8, 1).to_string())
@@ -228,7 +262,7 @@ fn job(w: &mut World, job: &str) -> Value {
         })
         .unwrap();
     // Let the last transactions' end markers arrive.
-    w.sim.run_for(Duration::from_secs(5)).unwrap();
+    w.sim.run_for(after).unwrap();
     let mut r = w.sim.node_mut(client).take_replies();
     assert_eq!(r.len(), 1);
     r.remove(0).1
@@ -441,6 +475,120 @@ fn sf_down_deregisters_and_the_name_is_served_elsewhere() {
     let r = job(&mut w, one);
     assert_eq!(r["ok"], 1, "{r:#}");
     assert_eq!(r["first_response"]["headers"]["x-instance"], "sf2", "{r:#}");
+}
+
+#[test]
+fn an_sf_that_went_down_and_restarted_gets_fresh_connections() {
+    // Quick health checks: SF1 is down and up again while nSFF1 would still
+    // keep an idle connection to it.
+    let mut w = world_tuned(18, 0.0, Vec::new(), |c| {
+        c.health_interval_ms = 200;
+        c.health_timeout_ms = 200;
+    });
+    let one = "get http://NSFF1/ --requests 1 --host www.example.com --timeout-ms 60000";
+    let r = job_then(&mut w, one, Duration::from_millis(500));
+    assert_eq!(r["first_response"]["headers"]["x-instance"], "sf1", "{r:#}");
+    // nSFF1 keeps its connection to SF1 for the next request.
+    assert_eq!(w.sim.node(w.nsff1).stats().get("nsff.sf_connections"), 1);
+    // SF1 dies: cut off from everything, it never sends again.
+    let (old, nsff1_port) = w.sf1_cut;
+    w.sim.partition(&[old], &[nsff1_port, w.client_port]);
+    w.sim
+        .drive_bounded(Duration::from_secs(60), 10_000_000, |s| {
+            s.node(w.nsff1).stats().get("nsff.sf_down") == 1
+        })
+        .unwrap();
+    // SF1 restarts: a new process with the same addresses and no memory of
+    // its connections, which announces itself (gratuitous ARP) on boot.
+    let (cfg, mut link) = w.sim.port(w.client_seg, 3);
+    w.sim.partition(&[old], &[link.port()]);
+    let ip = sim::ipv4(w.client_seg.0 as u8, 3);
+    link.send(&gratuitous_arp(cfg.mac, ip)).unwrap();
+    let cfg = PortConfig {
+        random_seed: Some(0x5eed),
+        ..cfg
+    };
+    let host = HostConfig {
+        instance: Some("sf1b".into()),
+        ..HostConfig::default()
+    };
+    let sf1b = w
+        .sim
+        .add_role("sf1b", vec![(cfg, link)], Host::new("sf1b", host).unwrap());
+    w.sim
+        .drive_bounded(Duration::from_secs(60), 10_000_000, |s| {
+            s.node(w.nsff1).stats().get("nsff.sf_up") == 1
+        })
+        .unwrap();
+    // Requests are local again and reach the new process: none goes over a
+    // connection of the old one (the new one would reset it: 502).
+    let r = job(
+        &mut w,
+        "get http://NSFF1/ --requests 3 --host www.example.com --timeout-ms 60000",
+    );
+    let n1 = w.sim.node(w.nsff1).stats();
+    assert_eq!(r["ok"], 3, "{r:#}\n{n1:?}");
+    assert_eq!(
+        r["first_response"]["headers"]["x-instance"], "sf1b",
+        "{r:#}"
+    );
+    assert_eq!(n1.get("nsff.sf_closed_early"), 0, "{n1:?}");
+    assert_eq!(n1.get("nsff.sf_idle_dropped"), 1, "{n1:?}");
+    assert_eq!(w.sim.node(sf1b).stats().get("http.requests"), 3);
+}
+
+fn two() -> NsffId {
+    NsffId::new(2).unwrap()
+}
+
+/// A gratuitous ARP request from `mac` for `ip` (what a booting host sends).
+fn gratuitous_arp(mac: EthernetAddress, ip: Ipv4Address) -> Vec<u8> {
+    let arp = ArpRepr::EthernetIpv4 {
+        operation: ArpOperation::Request,
+        source_hardware_addr: mac,
+        source_protocol_addr: ip,
+        target_hardware_addr: EthernetAddress([0; 6]),
+        target_protocol_addr: ip,
+    };
+    let eth = EthernetRepr {
+        src_addr: mac,
+        dst_addr: EthernetAddress::BROADCAST,
+        ethertype: EthernetProtocol::Arp,
+    };
+    let mut buf = vec![0; eth.buffer_len() + arp.buffer_len()];
+    let mut frame = EthernetFrame::new_unchecked(&mut buf);
+    eth.emit(&mut frame);
+    arp.emit(&mut ArpPacket::new_unchecked(frame.payload_mut()));
+    buf
+}
+
+#[test]
+fn registrations_lost_at_start_are_sent_again_soon() {
+    let mut w = world(19, 0.0);
+    // nSFF2 starts before its switch can forward anything: its first
+    // registrations (and the NR's ALL NODES on start) are lost.
+    let (a, b) = w.n2_cut;
+    let cut = w.sim.partition(&[a], &[b]);
+    w.sim.run_for(Duration::from_millis(500)).unwrap();
+    let nr = w.nr;
+    // nSFF2 serves www.example2.com and www.example.com (with nSFF1).
+    let nsff2_names = |s: &Sim| {
+        let names = s.node(nr).role().core().names();
+        names.values().filter(|e| e.nsffs.contains(&two())).count()
+    };
+    assert_eq!(nsff2_names(&w.sim), 0);
+    assert!(w.sim.node(w.nsff2).stats().get("nsff.registrations_sent") >= 2);
+    // The switch is up: well before the 30 s refresh, the NR knows nSFF2's
+    // names and the chain serves them.
+    w.sim.heal(cut);
+    w.sim
+        .drive_bounded(Duration::from_secs(10), 10_000_000, |s| nsff2_names(s) == 2)
+        .unwrap();
+    let r = job(
+        &mut w,
+        "get http://NSFF1/ --requests 1 --host www.example2.com",
+    );
+    assert_eq!(r["ok"], 1, "{r:#}");
 }
 
 #[test]

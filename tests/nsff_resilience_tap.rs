@@ -1,0 +1,783 @@
+//! The RFC 8677 chain's resilience over real TAPs: 100 concurrent kernel
+//! curls by name, an SF killed and its name served by a second instance,
+//! fabric links cut and restored, and the NR killed and restarted. Every
+//! test brings up its own lab (the chain of `tests/nsff_tap.rs`); the labs
+//! of this file run one at a time (each has seven node processes). Needs
+//! root (skips otherwise).
+//!
+//! ```text
+//!   client (kernel) 10.0.1.10 ── cli ── nsff1 ── n1 ── f1 ── fab ── f2 ── n2 ── nsff2 ── sfs ── sf2
+//!                                       10.0.1.1 │     │                          10.0.2.1     10.0.2.10
+//!                                        10.0.3.1 s1    nrs ── nr
+//!                                                 │
+//!                                       sf1 10.0.3.10 (failover lab only)
+//! ```
+//!
+//! Links: f1 → NR 0, NR → f1 1, f1 → nSFF1 2, nSFF1 → f1 3, f2 → nSFF2 4,
+//! nSFF2 → f2 5, f1 → f2 10, f2 → f1 11. Both switches send their link
+//! events to the NR (f1 over 0, f2 over 11 and 0).
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+
+use serde_json::Value;
+
+use common::{alive, lab_name, named, root_or_skip, run_bounded, text, wait_until, Lab, BIN};
+
+/// One lab of this file at a time.
+static LABS: Mutex<()> = Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    LABS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What differs between the labs of this file.
+#[derive(Default)]
+struct Opts {
+    /// SF1 `www.example.com` (host node, instance `sf1`) behind nSFF1's
+    /// third port, and a second instance of that name at nSFF2 (`sf2`).
+    sf1: bool,
+    /// Extra `[node.config]` text of nSFF1 (keys first, then tables).
+    nsff1: &'static str,
+    /// Extra names nSFF2's SF `sf2` serves.
+    nsff2_names: &'static [&'static str],
+}
+
+fn lab_file(name: &str, o: &Opts) -> String {
+    let mut s = format!(
+        r#"name = "{name}"
+[[segment]]
+name = "cli"
+[[segment]]
+name = "n1"
+[[segment]]
+name = "nrs"
+[[segment]]
+name = "fab"
+[[segment]]
+name = "n2"
+[[segment]]
+name = "sfs"
+
+[[node]]
+name = "f1"
+role = "fwd"
+[[node.port]]
+segment = "n1"
+[[node.port]]
+segment = "nrs"
+[[node.port]]
+segment = "fab"
+[node.config]
+node_id = 1
+link_ids = [2, 0, 10]
+nr_links = [0]
+
+[[node]]
+name = "f2"
+role = "fwd"
+[[node.port]]
+segment = "fab"
+[[node.port]]
+segment = "n2"
+[node.config]
+node_id = 2
+link_ids = [11, 4]
+nr_links = [11, 0]
+
+[[node]]
+name = "nr"
+role = "nr"
+[[node.port]]
+segment = "nrs"
+addrs = ["10.0.9.1/24"]
+[node.config]
+rest_port = 0
+[node.config.self_attach]
+at = "f1"
+link_in = 0
+link_out = 1
+[[node.config.attach]]
+nsff = 1
+at = "f1"
+link_in = 2
+link_out = 3
+[[node.config.attach]]
+nsff = 2
+at = "f2"
+link_in = 4
+link_out = 5
+[[node.config.link]]
+from = "f1"
+to = "f2"
+id = 10
+[[node.config.link]]
+from = "f2"
+to = "f1"
+id = 11
+
+[[node]]
+name = "nsff2"
+role = "nsff"
+[[node.port]]
+segment = "n2"
+[[node.port]]
+segment = "sfs"
+addrs = ["10.0.2.1/24"]
+[node.config]
+nsff_id = 2
+link_in = 4
+link_out = 5
+nr_links = [5, 11, 0]
+[[node.config.sf]]
+fqdn = "www.example2.com"
+addr = "10.0.2.10"
+"#
+    );
+    let mut extra: Vec<&str> = o.nsff2_names.to_vec();
+    if o.sf1 {
+        extra.push("www.example.com");
+    }
+    for fqdn in extra {
+        s += &format!("[[node.config.sf]]\nfqdn = \"{fqdn}\"\naddr = \"10.0.2.10\"\n");
+    }
+    s += r#"
+[[node]]
+name = "sf2"
+role = "host"
+[[node.port]]
+segment = "sfs"
+addrs = ["10.0.2.10/24"]
+[node.config]
+instance = "sf2"
+
+[[node]]
+name = "nsff1"
+role = "nsff"
+[[node.port]]
+segment = "n1"
+[[node.port]]
+segment = "cli"
+addrs = ["10.0.1.1/24"]
+"#;
+    if o.sf1 {
+        s += "[[node.port]]\nsegment = \"s1\"\naddrs = [\"10.0.3.1/24\"]\n";
+    }
+    s += "[node.config]\nnsff_id = 1\nlink_in = 2\nlink_out = 3\nnr_links = [3, 0]\n";
+    if o.sf1 {
+        s += "sf_port = 2\n";
+    }
+    s += o.nsff1;
+    if o.sf1 {
+        s += r#"
+[[node.config.sf]]
+fqdn = "www.example.com"
+addr = "10.0.3.10"
+
+[[segment]]
+name = "s1"
+
+[[node]]
+name = "sf1"
+role = "host"
+[[node.port]]
+segment = "s1"
+addrs = ["10.0.3.10/24"]
+[node.config]
+instance = "sf1"
+"#;
+    }
+    s += r#"
+[[host]]
+name = "client"
+[[host.iface]]
+segment = "cli"
+addrs = ["10.0.1.10/24"]
+"#;
+    s
+}
+
+/// An HTTP answer as kernel curl saw it.
+#[derive(Debug)]
+struct Reply {
+    /// 0: no HTTP answer (curl failed or timed out).
+    status: u16,
+    head: String,
+    body: Vec<u8>,
+}
+
+impl Reply {
+    /// A response header, by lowercase name.
+    fn header(&self, name: &str) -> Option<String> {
+        self.head.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.trim()
+                .eq_ignore_ascii_case(name)
+                .then(|| v.trim().to_owned())
+        })
+    }
+
+    fn instance(&self) -> Option<String> {
+        self.header("x-instance")
+    }
+
+    fn body_text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+/// `curl` in the client namespace for `http://<name><path>` at nSFF1's
+/// port 80 (`--resolve`), at most 20 s.
+fn curl(lab: &Lab, name: &str, path: &str) -> Reply {
+    let url = format!("http://{name}{path}");
+    let resolve = format!("{name}:80:10.0.1.1");
+    let out = lab.exec(
+        "client",
+        30,
+        &[
+            "curl",
+            "-sS",
+            "-i",
+            "-m",
+            "20",
+            "--resolve",
+            &resolve,
+            "-w",
+            "\n%{http_code}",
+            &url,
+        ],
+    );
+    let raw = out.stdout;
+    let cut = raw.iter().rposition(|&b| b == b'\n').unwrap_or(0);
+    let status = String::from_utf8_lossy(&raw[(cut + 1).min(raw.len())..])
+        .trim()
+        .parse()
+        .unwrap_or(0);
+    let msg = &raw[..cut];
+    let split = msg
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or(msg.len());
+    Reply {
+        status,
+        head: String::from_utf8_lossy(&msg[..split]).into_owned(),
+        body: msg.get(split + 4..).unwrap_or_default().to_vec(),
+    }
+}
+
+/// A node's named counter.
+fn counter(lab: &Lab, node: &str, name: &str) -> u64 {
+    named(&lab.stats(node)).get(name).copied().unwrap_or(0)
+}
+
+/// Several counters of one node at once.
+fn counters(lab: &Lab, node: &str, names: &[&str]) -> BTreeMap<String, u64> {
+    let all = named(&lab.stats(node));
+    names
+        .iter()
+        .map(|n| ((*n).to_owned(), all.get(*n).copied().unwrap_or(0)))
+        .collect()
+}
+
+/// The NR's registration table: FQDN → nSFF IDs.
+fn nr_names(lab: &Lab) -> BTreeMap<String, Vec<u64>> {
+    lab.ctl("nr", &["names"])["names"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| {
+            let fqdn = e["fqdn"].as_str()?.to_owned();
+            let ids = e["nsff_ids"]
+                .as_array()?
+                .iter()
+                .filter_map(Value::as_u64)
+                .collect();
+            Some((fqdn, ids))
+        })
+        .collect()
+}
+
+/// Wait (up to 45 s: the 30 s registration refresh and then some) until the
+/// NR has every name in `want` registered by exactly those nSFFs.
+#[track_caller]
+fn wait_names(lab: &Lab, want: &[(&str, &[u64])]) {
+    let mut last = BTreeMap::new();
+    let ok = wait_until(45, || {
+        last = nr_names(lab);
+        want.iter()
+            .all(|(f, ids)| last.get(*f).is_some_and(|v| v == ids))
+    });
+    assert!(ok, "NR names {last:?}, wanted {want:?}");
+}
+
+fn pid_of(lab: &Lab, node: &str) -> u64 {
+    lab.ctl(node, &["ping"])["pid"]
+        .as_u64()
+        .expect("ping has a pid")
+}
+
+fn kill9(pid: u64) {
+    let out = run_bounded(10, "kill", &["-KILL", &pid.to_string()]);
+    assert!(out.status.success(), "kill -KILL {pid}: {}", text(&out));
+    assert!(wait_until(10, || !alive(pid)), "pid {pid} survived SIGKILL");
+}
+
+/// Start `node` (role `role`) again in the lab namespace, as `lab up`
+/// does, on the same node file; wait until it answers ready. `lab down`
+/// stops it; the caller reaps it.
+fn restart(lab: &Lab, node: &str, role: &str) -> Child {
+    let dir = lab.run_dir();
+    let log = std::fs::File::create(dir.join(format!("{node}.restart.log"))).unwrap();
+    let netns = lab.netns();
+    let child = std::os::unix::process::CommandExt::process_group(
+        Command::new("ip")
+            .args(["netns", "exec", &netns, BIN, "run", role, "-c"])
+            .arg(dir.join(format!("{node}.toml")))
+            .arg("--ctl")
+            .arg(dir.join(format!("{node}.sock")))
+            .arg("--state-dir")
+            .arg(dir.join(format!("{node}.state")))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log),
+        0,
+    )
+    .spawn()
+    .unwrap();
+    let pid = u64::from(child.id());
+    let sock = lab.sock(node);
+    assert!(
+        wait_until(20, || {
+            Command::new(BIN)
+                .args(["ctl", "--json", &sock, "ping"])
+                .output()
+                .is_ok_and(|o| {
+                    let v: Value = serde_json::from_slice(&o.stdout).unwrap_or(Value::Null);
+                    v["ready"] == true && v["pid"].as_u64() == Some(pid)
+                })
+        }),
+        "{node} did not come back (pid {pid})"
+    );
+    child
+}
+
+/// `ip link set <dev> up|down` in the lab namespace (bridges live there).
+fn link_set(lab: &Lab, dev: &str, state: &str) {
+    let out = run_bounded(10, "ip", &["-n", &lab.netns(), "link", "set", dev, state]);
+    assert!(
+        out.status.success(),
+        "ip link set {dev} {state}: {}",
+        text(&out)
+    );
+}
+
+/// Every node of the lab answers ready with the pid it had in `pids`.
+#[track_caller]
+fn same_processes(lab: &Lab, pids: &BTreeMap<&str, u64>) {
+    for (node, pid) in pids {
+        assert_eq!(lab.assert_node_alive(node), *pid, "{node} was restarted");
+    }
+}
+
+fn node_pids<'a>(lab: &Lab, nodes: &[&'a str]) -> BTreeMap<&'a str, u64> {
+    nodes.iter().map(|n| (*n, pid_of(lab, n))).collect()
+}
+
+const CHAIN: [&str; 6] = ["f1", "f2", "nr", "nsff1", "nsff2", "sf2"];
+
+/// A 200 from `sf2` for `name`, within `secs` (the first requests of a lab
+/// may race the fabric coming up).
+#[track_caller]
+fn wait_ok(lab: &Lab, secs: u64, name: &str, instance: &str) -> Reply {
+    let mut last = None;
+    let ok = wait_until(secs, || {
+        let r = curl(lab, name, "/");
+        let ok = r.status == 200 && r.instance().as_deref() == Some(instance);
+        last = Some(r);
+        ok
+    });
+    assert!(ok, "no 200 from {instance} for {name}: {last:?}");
+    last.unwrap()
+}
+
+/// A directory removed when dropped.
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Body size of request `i` of the concurrent test: all different.
+fn size(i: usize) -> usize {
+    1000 + i * 1009
+}
+
+/// What is wrong with answer `i` (headers in `h<i>`, body in `b<i>`), if
+/// anything.
+fn check_answer(dir: &Path, i: usize) -> Option<String> {
+    let read = |p: &str| std::fs::read(dir.join(format!("{p}{i}"))).unwrap_or_default();
+    let head = String::from_utf8_lossy(&read("h")).into_owned();
+    let body = read("b");
+    let err = String::from_utf8_lossy(&read("e")).into_owned();
+    let n = size(i);
+    let status_ok = head.starts_with("HTTP/1.1 200");
+    let instance_ok = head
+        .lines()
+        .any(|l| l.to_ascii_lowercase().trim() == "x-instance: sf2");
+    let bad_byte = body
+        .iter()
+        .enumerate()
+        .position(|(k, &b)| b != (k % 251) as u8);
+    if status_ok && instance_ok && body.len() == n && bad_byte.is_none() {
+        return None;
+    }
+    Some(format!(
+        "request {i} (/bytes/{n}): {} bytes, first bad byte {bad_byte:?}, head {:?}, curl: {err:?}",
+        body.len(),
+        head.lines().next().unwrap_or("")
+    ))
+}
+
+#[test]
+fn a_hundred_concurrent_curls_by_name_each_get_their_own_body() {
+    if !root_or_skip() {
+        return;
+    }
+    let _one = one_at_a_time();
+    let name = lab_name('r', 'c');
+    let lab = Lab::up(&name, &lab_file(&name, &Opts::default()));
+    // nSFF2's registration is in (no request has been made: the hundred
+    // requests below find nSFF1's cache empty).
+    wait_names(&lab, &[("www.example2.com", &[2])]);
+    let before1 = counters(
+        &lab,
+        "nsff1",
+        &["nsff.responses_remote", "nsff.txns_opened"],
+    );
+    let before2 = counter(&lab, "nsff2", "nsff.egress_responses");
+    let before_sf = counter(&lab, "sf2", "http.requests");
+
+    // 100 curls started at once, each /bytes/N with its own N.
+    let dir =
+        TempDir(std::env::temp_dir().join(format!("svcroute-nsffres-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let mut script = String::from("cd \"$1\" || exit 1\n");
+    for i in 0..100 {
+        script += &format!(
+            "curl -sS -m 120 --resolve www.example2.com:80:10.0.1.1 -D h{i} -o b{i} \
+             http://www.example2.com/bytes/{} 2>e{i} &\n",
+            size(i)
+        );
+    }
+    script += "wait\n";
+    let path = dir.0.join("run.sh");
+    std::fs::write(&path, script).unwrap();
+    let d = dir.0.to_string_lossy().into_owned();
+    let out = lab.exec("client", 180, &["sh", path.to_str().unwrap(), &d]);
+    assert!(out.status.success(), "{}", text(&out));
+
+    let bad: Vec<String> = (0..100).filter_map(|i| check_answer(&dir.0, i)).collect();
+    assert!(
+        bad.is_empty(),
+        "{} of 100 failed:\n{}",
+        bad.len(),
+        bad.join("\n")
+    );
+
+    // Every request went over its own transaction to nSFF2's SF.
+    let after1 = counters(
+        &lab,
+        "nsff1",
+        &["nsff.responses_remote", "nsff.txns_opened"],
+    );
+    for (k, v) in &after1 {
+        assert_eq!(v - before1[k], 100, "{k}: {before1:?} -> {after1:?}");
+    }
+    let delta2 = counter(&lab, "nsff2", "nsff.egress_responses") - before2;
+    assert_eq!(delta2, 100, "nsff2 egress responses");
+    assert_eq!(counter(&lab, "sf2", "http.requests") - before_sf, 100);
+    // One resolution for all of them: the name was asked for once (plus
+    // retries if the NR was slow), the other requests waited on it or hit
+    // the cache.
+    let cache = &lab.ctl("nsff1", &["cache"])["stats"];
+    let asked = cache["requests"].as_u64().unwrap() - cache["retries"].as_u64().unwrap();
+    assert_eq!(asked, 1, "path requests for one name: {cache}");
+    assert_eq!(
+        cache["hits"].as_u64().unwrap() + cache["misses"].as_u64().unwrap(),
+        100
+    );
+    for node in CHAIN {
+        lab.assert_node_alive(node);
+    }
+    lab.down();
+}
+
+#[test]
+fn a_killed_sf_is_deregistered_and_its_name_served_by_the_other_instance() {
+    if !root_or_skip() {
+        return;
+    }
+    let _one = one_at_a_time();
+    let name = lab_name('r', 'f');
+    let opts = Opts {
+        sf1: true,
+        nsff1: "health_interval_ms = 500\nhealth_timeout_ms = 1000\nhealth_failures = 2\n",
+        ..Opts::default()
+    };
+    let lab = Lab::up(&name, &lab_file(&name, &opts));
+    wait_names(
+        &lab,
+        &[("www.example.com", &[1, 2]), ("www.example2.com", &[2])],
+    );
+    // Local first: nSFF1's own SF answers.
+    for _ in 0..3 {
+        let r = curl(&lab, "www.example.com", "/");
+        assert_eq!(r.status, 200, "{r:?}");
+        assert_eq!(r.instance().as_deref(), Some("sf1"), "{r:?}");
+    }
+    let before = counters(
+        &lab,
+        "nsff1",
+        &["nsff.sf_down", "nsff.deregistrations_sent", "nsff.sf_up"],
+    );
+
+    // SF1 dies.
+    kill9(pid_of(&lab, "sf1"));
+    // Its health checks fail: nSFF1 marks it down and deregisters the name.
+    let mut last = BTreeMap::new();
+    let ok = wait_until(30, || {
+        last = counters(
+            &lab,
+            "nsff1",
+            &["nsff.sf_down", "nsff.deregistrations_sent"],
+        );
+        last.iter().all(|(k, v)| *v == before[k] + 1)
+    });
+    assert!(ok, "nsff1 never took SF1 down: {before:?} -> {last:?}");
+    let sfs = lab.ctl("nsff1", &["sfs"]);
+    assert_eq!(sfs["sfs"][0]["healthy"], false, "{sfs}");
+    wait_names(
+        &lab,
+        &[("www.example.com", &[2]), ("www.example2.com", &[2])],
+    );
+    // The name now resolves to nSFF2's instance.
+    for _ in 0..3 {
+        let r = curl(&lab, "www.example.com", "/");
+        assert_eq!(r.status, 200, "{r:?}");
+        assert_eq!(r.instance().as_deref(), Some("sf2"), "{r:?}");
+    }
+
+    // SF1 comes back: the first good probe registers it again and requests
+    // are local again.
+    let sf1 = restart(&lab, "sf1", "host");
+    let ok = wait_until(30, || {
+        counter(&lab, "nsff1", "nsff.sf_up") == before["nsff.sf_up"] + 1
+    });
+    assert!(ok, "nsff1 never saw SF1 up: {}", lab.ctl("nsff1", &["sfs"]));
+    wait_names(
+        &lab,
+        &[("www.example.com", &[1, 2]), ("www.example2.com", &[2])],
+    );
+    for _ in 0..3 {
+        let r = curl(&lab, "www.example.com", "/");
+        assert_eq!(r.status, 200, "{r:?}\nnsff1: {}", lab.stats("nsff1"));
+        assert_eq!(r.instance().as_deref(), Some("sf1"), "{r:?}");
+    }
+    // None of them went over a connection to the killed process (the new
+    // one would have reset it: 502).
+    assert_eq!(counter(&lab, "nsff1", "nsff.sf_closed_early"), 0);
+    for node in CHAIN {
+        lab.assert_node_alive(node);
+    }
+    lab.down();
+    let mut sf1 = sf1;
+    let _ = sf1.wait();
+}
+
+#[test]
+fn fabric_links_cut_fail_requests_cleanly_and_heal_without_restarts() {
+    if !root_or_skip() {
+        return;
+    }
+    let _one = one_at_a_time();
+    let name = lab_name('r', 'l');
+    // A transaction gives up after about 2.4 s without an answer (4 RTOs,
+    // at most 1 s each), well inside curl's 20 s.
+    let opts = Opts {
+        nsff1: "[node.config.transport]\nrto_max_ms = 1000\nmax_retries = 4\n",
+        ..Opts::default()
+    };
+    let lab = Lab::up(&name, &lab_file(&name, &opts));
+    wait_names(&lab, &[("www.example2.com", &[2])]);
+    wait_ok(&lab, 30, "www.example2.com", "sf2");
+    let pids = node_pids(&lab, &CHAIN);
+
+    // 1. The attachment link f2 ── nSFF2 (segment n2) is cut. nSFFs send no
+    // hellos, so nobody notices: nSFF1 uses its cached path and the
+    // transaction fails by its retry budget: 504, counted.
+    let before = counters(
+        &lab,
+        "nsff1",
+        &[
+            "nsff.txn_lost",
+            "nsff.txns_failed_timeout",
+            "nsff.path_requests_sent",
+        ],
+    );
+    link_set(&lab, "br-n2", "down");
+    let r = curl(&lab, "www.example2.com", "/");
+    assert_eq!(r.status, 504, "{r:?}");
+    assert!(r.body_text().starts_with("nsff: the transaction"), "{r:?}");
+    assert_eq!(r.header("connection").as_deref(), Some("close"), "{r:?}");
+    let after = counters(
+        &lab,
+        "nsff1",
+        &[
+            "nsff.txn_lost",
+            "nsff.txns_failed_timeout",
+            "nsff.path_requests_sent",
+        ],
+    );
+    assert_eq!(
+        after["nsff.txn_lost"],
+        before["nsff.txn_lost"] + 1,
+        "{after:?}"
+    );
+    assert_eq!(
+        after["nsff.txns_failed_timeout"],
+        before["nsff.txns_failed_timeout"] + 1,
+        "{after:?}"
+    );
+    assert_eq!(
+        after["nsff.path_requests_sent"], before["nsff.path_requests_sent"],
+        "the cached path was used"
+    );
+    // Back up: the same cached path carries the next request.
+    link_set(&lab, "br-n2", "up");
+    wait_ok(&lab, 30, "www.example2.com", "sf2");
+    same_processes(&lab, &pids);
+
+    // 2. The fabric link f1 ── f2 (segment fab) is cut. The switches miss
+    // each other's hellos, f1 tells the NR both directions are down, the NR
+    // flushes nSFF1's path (a type-1 update) and knows no way to nSFF2:
+    // the request is answered 502 at once.
+    link_set(&lab, "br-fab", "down");
+    let mut down = Value::Null;
+    let ok = wait_until(30, || {
+        down = lab.ctl("nr", &["links"])["down"].clone();
+        down == serde_json::json!([10, 11])
+    });
+    assert!(ok, "NR link state: {down}");
+    let ok = wait_until(30, || lab.ctl("nsff1", &["cache"])["entries"] == 0);
+    assert!(ok, "nsff1 cache: {}", lab.ctl("nsff1", &["cache"]));
+    let unknown = counter(&lab, "nsff1", "nsff.unknown_name");
+    let r = curl(&lab, "www.example2.com", "/");
+    assert_eq!(r.status, 502, "{r:?}");
+    assert!(r.body_text().contains("unknown service name"), "{r:?}");
+    assert_eq!(counter(&lab, "nsff1", "nsff.unknown_name"), unknown + 1);
+    // Back up: hellos resume, the NR hears the links are up, the name
+    // resolves again.
+    link_set(&lab, "br-fab", "up");
+    let ok = wait_until(30, || {
+        lab.ctl("nr", &["links"])["down"] == serde_json::json!([])
+    });
+    assert!(ok, "NR link state: {}", lab.ctl("nr", &["links"]));
+    wait_ok(&lab, 30, "www.example2.com", "sf2");
+    let r = curl(&lab, "www.example2.com", "/bytes/300000");
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.body.len(), 300_000);
+    assert!(r
+        .body
+        .iter()
+        .enumerate()
+        .all(|(k, &b)| b == (k % 251) as u8));
+    same_processes(&lab, &pids);
+    assert!(counter(&lab, "f1", "fwd.links_down") >= 1);
+    assert!(counter(&lab, "nr", "nr.link_down") >= 2);
+    assert!(counter(&lab, "nr", "nr.link_up") >= 2);
+    lab.down();
+}
+
+#[test]
+fn a_restarted_nr_flushes_caches_and_names_resolve_again() {
+    if !root_or_skip() {
+        return;
+    }
+    let _one = one_at_a_time();
+    let name = lab_name('r', 'n');
+    // Path requests give up after about 3 s (retries at 200, 600, 1400 ms).
+    let opts = Opts {
+        nsff1: "[node.config.cache]\nretry_ms = 200\nmax_retries = 3\n",
+        nsff2_names: &["www.example3.com"],
+        ..Opts::default()
+    };
+    let lab = Lab::up(&name, &lab_file(&name, &opts));
+    wait_names(
+        &lab,
+        &[("www.example2.com", &[2]), ("www.example3.com", &[2])],
+    );
+    wait_ok(&lab, 30, "www.example2.com", "sf2");
+
+    // The NR dies.
+    kill9(pid_of(&lab, "nr"));
+    // A cached name needs no NR: it is still served.
+    let sent = counter(&lab, "nsff1", "nsff.path_requests_sent");
+    let r = curl(&lab, "www.example2.com", "/");
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.instance().as_deref(), Some("sf2"));
+    assert_eq!(counter(&lab, "nsff1", "nsff.path_requests_sent"), sent);
+    // A name nSFF1 never resolved: the NR does not answer, 504.
+    let r = curl(&lab, "www.example3.com", "/");
+    assert_eq!(r.status, 504, "{r:?}");
+    assert!(
+        r.body_text().contains("name resolver did not answer"),
+        "{r:?}"
+    );
+    assert_eq!(counter(&lab, "nsff1", "nsff.nr_timeout"), 1);
+
+    // The NR restarts with empty tables and announces ALL NODES: nSFF1
+    // flushes its cache, nSFF2 registers its names again at once.
+    let before1 = counters(&lab, "nsff1", &["nsff.path_updates", "nsff.cache_flushed"]);
+    let regs2 = counter(&lab, "nsff2", "nsff.registrations_sent");
+    eprintln!("f1 before the restart: {}", lab.stats("f1"));
+    let nr = restart(&lab, "nr", "nr");
+    wait_names(
+        &lab,
+        &[("www.example2.com", &[2]), ("www.example3.com", &[2])],
+    );
+    let ok = wait_until(10, || {
+        let c = counters(&lab, "nsff1", &["nsff.path_updates", "nsff.cache_flushed"]);
+        c.iter().all(|(k, v)| *v > before1[k])
+    });
+    assert!(
+        ok,
+        "nsff1 never flushed: {}\nnr: {}\nf1: {}\nnsff2: {}",
+        lab.stats("nsff1"),
+        lab.stats("nr"),
+        lab.stats("f1"),
+        lab.stats("nsff2")
+    );
+    assert!(counter(&lab, "nsff2", "nsff.registrations_sent") > regs2);
+    assert_eq!(lab.ctl("nsff1", &["cache"])["entries"], 0);
+    // Both names resolve at the new NR and are served.
+    let sent = counter(&lab, "nsff1", "nsff.path_requests_sent");
+    for fqdn in ["www.example2.com", "www.example3.com"] {
+        let r = curl(&lab, fqdn, "/");
+        assert_eq!(r.status, 200, "{fqdn}: {r:?}");
+        assert_eq!(r.instance().as_deref(), Some("sf2"));
+    }
+    assert!(counter(&lab, "nsff1", "nsff.path_requests_sent") >= sent + 2);
+    assert!(counter(&lab, "nr", "nr.responses_found") >= 2);
+    for node in CHAIN {
+        lab.assert_node_alive(node);
+    }
+    lab.down();
+    let mut nr = nr;
+    let _ = nr.wait();
+}
