@@ -4,11 +4,13 @@
 //! transaction; a transaction stays on its instance (affinity: only its
 //! first exchange takes the ROSA path through the SARs, the rest is routed
 //! as plain IPv6); an instance that stops withdraws and is chosen no more.
-//! Needs root.
+//! tshark reads the client node's own capture: every SYN goes to the
+//! ingress SAR with the ROSA option, every SYN-ACK arrives with it, and
+//! every other segment goes to an instance as plain IPv6. Needs root.
 
 mod common;
 
-use common::{named, root_or_skip, run_bounded, wait_until, Lab};
+use common::{have, named, root_or_skip, run_bounded, tshark_fields, wait_until, Lab};
 use serde_json::Value;
 
 const LAB: &str = include_str!("../examples/labs/rosa.toml");
@@ -37,7 +39,14 @@ fn service_by_name_round_robin_affinity_and_withdrawal() {
         return;
     }
     let name = common::lab_name('r', 'o');
-    let text = LAB.replacen("name = \"rosa\"", &format!("name = \"{name}\""), 1);
+    let text = LAB
+        .replacen("name = \"rosa\"", &format!("name = \"{name}\""), 1)
+        .replacen(
+            "name = \"c\"\nrole = \"host\"\n",
+            "name = \"c\"\nrole = \"host\"\npcap = true\n",
+            1,
+        );
+    assert!(text.contains("pcap = true"));
     let lab = Lab::up(&name, &text);
 
     // Both announcements crossed s2 and the IGP to the ingress SAR.
@@ -78,6 +87,10 @@ fn service_by_name_round_robin_affinity_and_withdrawal() {
         "every flow bound by exactly one response"
     );
 
+    if have("tshark") {
+        check_the_wire(&lab);
+    }
+
     // i2 stops (SIGTERM): it withdraws, and new transactions all go to i1.
     let pid = lab.ctl("i2", &["ping"])["pid"].as_u64().unwrap();
     assert!(run_bounded(10, "kill", &["-TERM", &pid.to_string()])
@@ -92,4 +105,58 @@ fn service_by_name_round_robin_affinity_and_withdrawal() {
     assert_eq!(ok, 4, "{by}");
     assert_eq!(by["i1"].as_u64(), Some(4), "{by}");
     lab.down();
+}
+
+/// The client's capture: (src, dst, syn, ack, option types) per TCP segment.
+fn check_the_wire(lab: &Lab) {
+    const INGRESS: &str = "fd00:a::1";
+    const CLIENT: &str = "fd00:a::10";
+    const INSTANCES: [&str; 2] = ["fd00:b::11", "fd00:b::12"];
+    let rows = tshark_fields(
+        &lab.run_dir().join("c.pcap"),
+        "tcp",
+        &[
+            "ipv6.src",
+            "ipv6.dst",
+            "tcp.flags.syn",
+            "tcp.flags.ack",
+            "ipv6.opt.type",
+        ],
+        &[],
+    );
+    assert!(rows.len() > 50, "{} segments", rows.len());
+    let (mut syns, mut synacks, mut plain) = (0, 0, 0);
+    for r in &rows {
+        let [src, dst, syn, ack, opts] = &r[..] else {
+            panic!("{r:?}");
+        };
+        let rosa = opts.split(',').any(|t| t == "0x3e" || t == "62");
+        let (syn, ack) = (syn == "1" || syn == "True", ack == "1" || ack == "True");
+        match (src.as_str(), syn, ack) {
+            (CLIENT, true, false) => {
+                syns += 1;
+                assert!(dst == INGRESS && rosa, "a SYN not steered: {r:?}");
+            }
+            (_, true, true) => {
+                synacks += 1;
+                assert!(
+                    dst == CLIENT && rosa,
+                    "a SYN-ACK without the response: {r:?}"
+                );
+            }
+            (CLIENT, false, _) => {
+                plain += 1;
+                assert!(
+                    INSTANCES.contains(&dst.as_str()) && !rosa,
+                    "not affinity traffic: {r:?}"
+                );
+            }
+            _ => {
+                plain += 1;
+                assert!(!rosa, "an option after the handshake: {r:?}");
+            }
+        }
+    }
+    assert!(syns >= 5 && synacks >= 5, "{syns} SYNs, {synacks} SYN-ACKs");
+    assert!(plain > 40, "{plain} plain segments");
 }
