@@ -509,21 +509,19 @@ impl<L: Link, R: Role> Node<L, R> {
                         continue;
                     }
                 }
+                // Learn the sender's binding from the frame as it came off
+                // the wire: the role's shim may rewrite its addresses.
+                if let Action::ToStack(synth) = p.neighbors.glean(now, &buf, p.iface.ip_addrs()) {
+                    self.stats.bump("neighbor.gleaned");
+                    p.dev.rx.push_back(synth);
+                }
                 let mut fcx = FrameContext {
                     now,
                     stats: &mut self.stats,
                     out: &mut self.out,
                 };
                 match self.role.ingress(&mut fcx, i, &mut buf) {
-                    Verdict::Pass => {
-                        if let Action::ToStack(synth) =
-                            p.neighbors.glean(now, &buf, p.iface.ip_addrs())
-                        {
-                            self.stats.bump("neighbor.gleaned");
-                            p.dev.rx.push_back(synth);
-                        }
-                        p.dev.rx.push_back(buf);
-                    }
+                    Verdict::Pass => p.dev.rx.push_back(buf),
                     Verdict::Consume => p.dev.recycle(buf),
                     Verdict::Drop(reason) => {
                         self.stats.drop(reason);
