@@ -920,6 +920,8 @@ struct Sender {
     window_full: bool,
     window_resent: bool,
     window_cut: bool,
+    /// A count-0 that looked stale was answered with a probe this window.
+    window_probed: bool,
     cwnd: u16,
     srtt: Option<Duration>,
     rttvar: Duration,
@@ -968,6 +970,7 @@ impl Conn {
                 window_full: false,
                 window_resent: false,
                 window_cut: false,
+                window_probed: false,
                 cwnd: cfg.initial_cwnd,
                 srtt: None,
                 rttvar: Duration::ZERO,
@@ -1058,6 +1061,7 @@ impl Conn {
         s.window_started = now;
         s.window_resent = false;
         s.window_cut = false;
+        s.window_probed = false;
         for data in chunks {
             let seq = s.next_seq;
             s.next_seq += 1;
@@ -1177,10 +1181,28 @@ impl Conn {
                 return;
             }
             // A count-0 NACK sooner than half the fastest RTT after the
-            // window left cannot be about it.
+            // window left is probably a duplicate of the last window's. But
+            // RTT samples are noisy, so ask rather than guess: resend the
+            // window's last packet once. A receiver that has the window
+            // answers with the unambiguous cumulative re-ack; one that has
+            // not NACKs what it misses.
             let age = now - self.send.window_started;
             if age <= self.send.min_rtt.unwrap_or(Duration::ZERO) / 2 {
                 stats.stale_acks += 1;
+                let s = &mut self.send;
+                if !s.window_probed {
+                    s.window_probed = true;
+                    s.window_resent = true;
+                    if let Some((_, last)) = s.window.iter_mut().next_back() {
+                        last.last_sent = now;
+                        out.push_back(Transmit {
+                            path: self.to_peer,
+                            msg_type: MessageType::TransportData,
+                            payload: last.packet.clone(),
+                        });
+                        self.stats.retransmits += 1;
+                    }
+                }
                 return;
             }
             self.window_acked(now, cfg, true);

@@ -243,28 +243,29 @@ impl Net {
     }
 
     /// The one outcome loss can force on a correct transport (the two
-    /// generals): the requester got the whole response and closed, while
-    /// every acknowledgement of the responder's last packets, within the
-    /// requester's linger, was lost, so the responder gave up idle.
+    /// generals): both sides got all of the other's data, one closed, and
+    /// every acknowledgement of the other's last packets, within the
+    /// closer's linger, was lost, so the other gave up idle. Either side
+    /// can be the one left waiting.
     fn last_ack_lost(&self) -> bool {
-        let closed = self
-            .a_events
-            .iter()
-            .any(|e| matches!(e, Event::Closed { .. }));
-        let b_idle = self.b_events.iter().any(|e| {
-            matches!(
-                e,
-                Event::Failed {
-                    reason: FailReason::Idle,
-                    ..
-                }
-            )
-        });
-        let b_finished = self
-            .b_events
-            .iter()
-            .any(|e| matches!(e, Event::Finished { .. }));
-        self.response_done && closed && b_finished && b_idle
+        let closed = |ev: &[Event]| ev.iter().any(|e| matches!(e, Event::Closed { .. }));
+        let idle = |ev: &[Event]| {
+            ev.iter().any(|e| {
+                matches!(
+                    e,
+                    Event::Failed {
+                        reason: FailReason::Idle,
+                        ..
+                    }
+                )
+            })
+        };
+        let finished = |ev: &[Event]| ev.iter().any(|e| matches!(e, Event::Finished { .. }));
+        let (a, b) = (&self.a_events[..], &self.b_events[..]);
+        self.response_done
+            && finished(a)
+            && finished(b)
+            && ((closed(a) && idle(b)) || (closed(b) && idle(a)))
     }
 
     fn failed(&self) -> bool {
@@ -545,6 +546,33 @@ fn lost_last_data_packet_recovered_by_reorder_timer() {
         .contains(&(5, 3, cfg().max_data(false), Fate::Drop)));
     assert_eq!(n.a.totals().retransmits, 1);
     assert_eq!(n.a.totals().rtos, 0);
+}
+
+/// Found over TAPs: the first window's RTT sample was inflated (here: its
+/// packet arrives 8 ms late), so the honest count-0 for the end marker's
+/// window came back sooner than half that "fastest" RTT and was taken for a
+/// stale duplicate. The requester must not sit out an RTO on it: it asks
+/// again at once and the receiver's cumulative re-ack settles it.
+#[test]
+fn a_fast_honest_ack_after_a_slow_first_window_is_not_lost() {
+    let mut first = true;
+    let mut n = Net::new(
+        &cfg(),
+        payload(100, 7),
+        Box::new(move |d, t| {
+            if d == Dir::AtoB && first && data_of(t).is_some() {
+                first = false;
+                return Fate::Late(8);
+            }
+            Fate::Deliver
+        }),
+    );
+    assert!(n.run(Duration::from_secs(5)));
+    n.check();
+    // Windows [0] and [1 = end marker]; the end marker's ack looked stale.
+    assert!(n.data_log(Dir::AtoB).contains(&(1, 1, 0, Fate::Deliver)));
+    assert_eq!(n.a.stats().stale_acks, 1);
+    assert_eq!(n.a.totals().rtos, 0, "the requester waited for an RTO");
 }
 
 #[test]
@@ -936,5 +964,31 @@ fn heavy_loss_may_cost_the_responder_its_last_acknowledgement_never_bytes() {
     );
     let ok = n.run(Duration::from_secs(3600)) || n.last_ack_lost();
     assert!(ok, "a {:?} b {:?}", n.a_events, n.b_events);
+    n.check();
+}
+
+/// The mirror case, also found by `random_schedules_deliver_exact_bytes`
+/// (20 % loss, 16 % late): the responder closed, and every acknowledgement
+/// of the requester's end marker within its linger was lost; the requester
+/// has the whole response and gives up idle.
+#[test]
+fn heavy_loss_may_cost_the_requester_its_last_acknowledgement_never_bytes() {
+    let cfg = TransportConfig {
+        max_window: 2,
+        max_retries: 30,
+        ..cfg()
+    };
+    let mut n = Net::new(
+        &cfg,
+        payload(12_675, 0),
+        random_fates(12_023_250_428_409_153_420, 195, 35, 158, 0),
+    );
+    let done = n.run(Duration::from_secs(3600));
+    assert!(
+        done || n.last_ack_lost(),
+        "a {:?} b {:?}",
+        n.a_events,
+        n.b_events
+    );
     n.check();
 }
