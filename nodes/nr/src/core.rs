@@ -331,6 +331,12 @@ impl NrCore {
         msg_type: MessageType,
         payload: &[u8],
     ) -> Result<(), MessageError> {
+        if msg_type == MessageType::LinkHello {
+            // The fwd node on the NR's link says hello to whatever is at the
+            // other end: not for the NR, not wrong either.
+            self.stats.bump("nr.hellos_ignored");
+            return Ok(());
+        }
         if !matches!(
             msg_type,
             MessageType::Registration | MessageType::PathRequest | MessageType::LinkEvent
@@ -1230,6 +1236,10 @@ mod test {
             assert!(nr.handle_message(T0, t, p).is_err());
         }
         assert_eq!(nr.stats().get("drop.nr_malformed"), 2);
+        assert_eq!(nr.stats().get("drop.nr_unexpected_type"), 2);
+        // A switch's hello is no garbage: counted, not dropped.
+        assert!(nr.handle_message(T0, MessageType::LinkHello, b"hi").is_ok());
+        assert_eq!(nr.stats().get("nr.hellos_ignored"), 1);
         assert_eq!(nr.stats().get("drop.nr_unexpected_type"), 2);
         // Registration whose FQDN TLV does not match the hash.
         let mut p = registration(false, &name("a.example"), id(1));
