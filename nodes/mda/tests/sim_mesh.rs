@@ -7,99 +7,19 @@
 //! (default: the 10,000 in release builds, which CI runs, ~15 s;
 //! 1,000 in debug builds).
 
-use std::collections::{BTreeMap, VecDeque};
+mod slp_sim;
 
-use smoltcp::iface::SocketHandle;
-use smoltcp::socket::udp;
-use smoltcp::time::{Duration, Instant};
-use smoltcp::wire::{IpAddress, IpEndpoint};
+use slp_sim::{Sa, WALL};
+use smoltcp::time::Duration;
+use smoltcp::wire::IpAddress;
 use svcroute_mda::driver::{Mda, MdaConfig, MemStore};
 use svcroute_stack::phy::sim::{ipv4, SegmentConfig, Sim, SimLink, SimPort};
-use svcroute_stack::runtime::{Context, Node, Role};
+use svcroute_stack::runtime::Node;
 use svcroute_stack::wire::slp::codec::List;
 use svcroute_stack::wire::slp::{
     AcceptId, AttrList, Body, Extension, FwdId, Header, LangTag, MeshFwd, Message, ScopeList,
     ServiceType, SlpString, SrvDeReg, SrvReg, TagList, UrlEntry,
 };
-
-/// A tiny SA: sends SrvReg/SrvDeReg datagrams, retransmits until acked.
-#[derive(Default)]
-struct Sa {
-    udp: Option<SocketHandle>,
-    queue: VecDeque<(IpAddress, Vec<u8>, u16)>,
-    inflight: BTreeMap<u16, (IpAddress, Vec<u8>, Instant)>,
-    acked: usize,
-    sent: usize,
-}
-
-const WINDOW: usize = 32;
-const RTO: Duration = Duration::from_secs(2);
-
-impl Sa {
-    fn push(&mut self, to: IpAddress, m: &Message) {
-        self.queue.push_back((to, m.to_bytes(), m.header().xid));
-    }
-
-    fn idle(&self) -> bool {
-        self.queue.is_empty() && self.inflight.is_empty()
-    }
-}
-
-impl Role for Sa {
-    fn name(&self) -> &'static str {
-        "sa"
-    }
-
-    fn start(&mut self, cx: &mut Context<'_>) {
-        let mk =
-            || udp::PacketBuffer::new(vec![udp::PacketMetadata::EMPTY; 256], vec![0; 256 * 1500]);
-        let mut s = udp::Socket::new(mk(), mk());
-        s.bind(4000).unwrap();
-        self.udp = Some(cx.ports[0].sockets.add(s));
-    }
-
-    fn poll(&mut self, cx: &mut Context<'_>) -> bool {
-        let sock = cx.ports[0]
-            .sockets
-            .get_mut::<udp::Socket>(self.udp.unwrap());
-        let mut any = false;
-        while let Ok((data, _)) = sock.recv() {
-            if let Ok(m) = Message::parse(data) {
-                if let Body::SrvAck(a) = m.body() {
-                    assert!(a.error.is_ok(), "refused: {:?}", a.error);
-                    if self.inflight.remove(&m.header().xid).is_some() {
-                        self.acked += 1;
-                    }
-                }
-            }
-            any = true;
-        }
-        while self.inflight.len() < WINDOW {
-            let Some((to, b, xid)) = self.queue.pop_front() else {
-                break;
-            };
-            self.inflight
-                .insert(xid, (to, b, Instant::from_micros(i64::MIN / 2)));
-        }
-        for (to, b, at) in self.inflight.values_mut() {
-            let due = cx.now >= *at + RTO || at.total_micros() < 0;
-            if due {
-                // A full socket buffer (e.g. waiting for ARP) counts as a
-                // loss: retry after the RTO rather than spin.
-                if sock.send_slice(b, IpEndpoint::new(*to, 427)).is_ok() {
-                    self.sent += 1;
-                }
-                *at = cx.now;
-                any = true;
-            }
-        }
-        any
-    }
-
-    fn poll_at(&self, _now: Instant) -> Option<Instant> {
-        self.inflight.values().map(|(_, _, at)| *at + RTO).min()
-    }
-}
 
 fn cfg(me: usize, n: usize) -> MdaConfig {
     MdaConfig {
@@ -116,8 +36,6 @@ fn cfg(me: usize, n: usize) -> MdaConfig {
         ..MdaConfig::default()
     }
 }
-
-const WALL: u64 = 3_900_000_000_000_000;
 
 type MdaNode = Node<SimLink, Mda>;
 
@@ -154,7 +72,7 @@ impl World {
             stores.push(store);
         }
         let port = sim.port(lan, 200);
-        let sa = sim.add_role("sa", vec![port], Sa::default());
+        let sa = sim.add_role("sa", vec![port], Sa::new(32, 256).strict());
         Self {
             sim,
             mdas,

@@ -25,17 +25,17 @@
 
 #![allow(clippy::disallowed_methods)] // wall-clock figures beside virtual time
 
-use std::collections::{BTreeMap, VecDeque};
+mod slp_sim;
+
 use std::time::Instant as WallInstant;
 
-use smoltcp::iface::SocketHandle;
-use smoltcp::socket::udp;
-use smoltcp::time::{Duration, Instant};
-use smoltcp::wire::{IpAddress, IpEndpoint};
+use slp_sim::{Sa, WALL};
+use smoltcp::time::Duration;
+use smoltcp::wire::IpAddress;
 use svcroute_mda::core::Record;
 use svcroute_mda::driver::{Mda, MdaConfig, MemStore, Persist};
 use svcroute_stack::phy::sim::{ipv4, NodeId, SegmentConfig, SegmentId, Sim, SimLink};
-use svcroute_stack::runtime::{Context, Node, Role};
+use svcroute_stack::runtime::Node;
 use svcroute_stack::wire::slp::codec::List;
 use svcroute_stack::wire::slp::{
     AcceptId, AttrList, Body, Extension, FwdId, Header, LangTag, MeshFwd, Message, ScopeList,
@@ -47,79 +47,6 @@ fn env(name: &str, default: usize) -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-/// A UDP SA: keeps `window` SrvRegs outstanding, retransmits after 2 s.
-struct Sa {
-    udp: Option<SocketHandle>,
-    window: usize,
-    queue: VecDeque<(IpAddress, Vec<u8>, u16)>,
-    inflight: BTreeMap<u16, (IpAddress, Vec<u8>, Option<Instant>)>,
-    acked: usize,
-    sent: usize,
-}
-
-const RTO: Duration = Duration::from_secs(2);
-
-impl Sa {
-    fn idle(&self) -> bool {
-        self.queue.is_empty() && self.inflight.is_empty()
-    }
-}
-
-impl Role for Sa {
-    fn name(&self) -> &'static str {
-        "sa"
-    }
-
-    fn start(&mut self, cx: &mut Context<'_>) {
-        let mk =
-            || udp::PacketBuffer::new(vec![udp::PacketMetadata::EMPTY; 512], vec![0; 512 * 1500]);
-        let mut s = udp::Socket::new(mk(), mk());
-        s.bind(4000).unwrap();
-        self.udp = Some(cx.ports[0].sockets.add(s));
-    }
-
-    fn poll(&mut self, cx: &mut Context<'_>) -> bool {
-        let sock = cx.ports[0]
-            .sockets
-            .get_mut::<udp::Socket>(self.udp.unwrap());
-        let mut any = false;
-        while let Ok((data, _)) = sock.recv() {
-            if let Ok(m) = Message::parse(data) {
-                if let Body::SrvAck(a) = m.body() {
-                    assert!(a.error.is_ok(), "refused: {:?}", a.error);
-                    if self.inflight.remove(&m.header().xid).is_some() {
-                        self.acked += 1;
-                    }
-                }
-            }
-            any = true;
-        }
-        while self.inflight.len() < self.window {
-            let Some((to, b, xid)) = self.queue.pop_front() else {
-                break;
-            };
-            self.inflight.insert(xid, (to, b, None));
-        }
-        for (to, b, at) in self.inflight.values_mut() {
-            if at.is_none_or(|t| cx.now >= t + RTO) {
-                if sock.send_slice(b, IpEndpoint::new(*to, 427)).is_ok() {
-                    self.sent += 1;
-                }
-                *at = Some(cx.now);
-                any = true;
-            }
-        }
-        any
-    }
-
-    fn poll_at(&self, _now: Instant) -> Option<Instant> {
-        self.inflight
-            .values()
-            .filter_map(|(_, _, at)| at.map(|t| t + RTO))
-            .min()
-    }
 }
 
 /// Keeps nothing: the MDAs that never restart need no log.
@@ -146,8 +73,6 @@ fn cfg(me: usize, n: usize) -> MdaConfig {
         ..MdaConfig::default()
     }
 }
-
-const WALL: u64 = 3_900_000_000_000_000;
 
 type MdaId = NodeId<Node<SimLink, Mda>>;
 
@@ -180,15 +105,7 @@ impl World {
             mdas.push(sim.add_role(&format!("mda{i}"), vec![port], role));
         }
         let port = sim.port(lan, 200);
-        let sa = Sa {
-            udp: None,
-            window,
-            queue: VecDeque::new(),
-            inflight: BTreeMap::new(),
-            acked: 0,
-            sent: 0,
-        };
-        let sa = sim.add_role("sa", vec![port], sa);
+        let sa = sim.add_role("sa", vec![port], Sa::new(window, 512).strict());
         Self {
             sim,
             lan,

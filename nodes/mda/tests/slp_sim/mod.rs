@@ -1,6 +1,7 @@
-//! What `sim_incremental` and `sim_auth` share: real MDA drivers on one
-//! simulated segment, and a tiny SA that sends SrvReg/SrvDeReg datagrams,
-//! retransmits them until acknowledged and keeps each answer's code.
+//! What the MDA sims share: real MDA drivers on one simulated segment
+//! ([`World`], for `sim_incremental` and `sim_auth`), and a tiny SA that
+//! sends SrvReg/SrvDeReg datagrams, retransmits them until acknowledged and
+//! keeps each answer's code ([`Sa`], for all of them).
 
 #![allow(dead_code)]
 
@@ -15,21 +16,57 @@ use svcroute_stack::phy::sim::{ipv4, NodeId, SegmentConfig, SegmentId, Sim, SimL
 use svcroute_stack::runtime::{Context, Node, Role};
 use svcroute_stack::wire::slp::{Body, ErrorCode, LangTag, Message};
 
-/// A tiny SA: a window of datagrams, each retransmitted every RTO until
-/// its SrvAck comes; the code of each answer, by XID.
-#[derive(Default)]
+/// A tiny SA: keeps a window of SrvReg/SrvDeReg datagrams outstanding,
+/// each retransmitted every [`RTO`] until its SrvAck comes; records the
+/// code of each answer by XID. `sim_mesh` and `sim_scale` use it with a
+/// wider window and [`Sa::strict`] (every refusal is a test failure).
 pub(crate) struct Sa {
     udp: Option<SocketHandle>,
-    queue: VecDeque<(IpAddress, Vec<u8>, u16)>,
-    inflight: BTreeMap<u16, (IpAddress, Vec<u8>, Instant)>,
+    window: usize,
+    buffers: usize,
+    strict: bool,
+    pub(crate) queue: VecDeque<(IpAddress, Vec<u8>, u16)>,
+    /// XID → (to, datagram, last sent; `None` before the first send).
+    inflight: BTreeMap<u16, (IpAddress, Vec<u8>, Option<Instant>)>,
     /// XID → the code of its SrvAck.
     pub(crate) answers: BTreeMap<u16, ErrorCode>,
+    /// Datagrams acknowledged.
+    pub(crate) acked: usize,
+    /// Datagrams handed to the socket, retransmissions included.
+    pub(crate) sent: usize,
 }
 
-const WINDOW: usize = 16;
-const RTO: Duration = Duration::from_secs(2);
+/// The retransmission timeout of [`Sa`].
+pub(crate) const RTO: Duration = Duration::from_secs(2);
+
+impl Default for Sa {
+    fn default() -> Self {
+        Self::new(16, 64)
+    }
+}
 
 impl Sa {
+    /// `window` datagrams outstanding; socket buffers of `buffers` datagrams.
+    pub(crate) fn new(window: usize, buffers: usize) -> Self {
+        Self {
+            udp: None,
+            window,
+            buffers,
+            strict: false,
+            queue: VecDeque::new(),
+            inflight: BTreeMap::new(),
+            answers: BTreeMap::new(),
+            acked: 0,
+            sent: 0,
+        }
+    }
+
+    /// Panic on a refused registration (the test sends only valid ones).
+    pub(crate) fn strict(mut self) -> Self {
+        self.strict = true;
+        self
+    }
+
     pub(crate) fn push(&mut self, to: IpAddress, m: &Message) {
         self.queue.push_back((to, m.to_bytes(), m.header().xid));
     }
@@ -45,8 +82,8 @@ impl Role for Sa {
     }
 
     fn start(&mut self, cx: &mut Context<'_>) {
-        let mk =
-            || udp::PacketBuffer::new(vec![udp::PacketMetadata::EMPTY; 64], vec![0; 64 * 1500]);
+        let n = self.buffers;
+        let mk = || udp::PacketBuffer::new(vec![udp::PacketMetadata::EMPTY; n], vec![0; n * 1500]);
         let mut s = udp::Socket::new(mk(), mk());
         s.bind(4000).unwrap();
         self.udp = Some(cx.ports[0].sockets.add(s));
@@ -60,25 +97,29 @@ impl Role for Sa {
         while let Ok((data, _)) = sock.recv() {
             if let Ok(m) = Message::parse(data) {
                 if let Body::SrvAck(a) = m.body() {
+                    assert!(!self.strict || a.error.is_ok(), "refused: {:?}", a.error);
                     if self.inflight.remove(&m.header().xid).is_some() {
                         self.answers.insert(m.header().xid, a.error);
+                        self.acked += 1;
                     }
                 }
             }
             any = true;
         }
-        while self.inflight.len() < WINDOW {
+        while self.inflight.len() < self.window {
             let Some((to, b, xid)) = self.queue.pop_front() else {
                 break;
             };
-            self.inflight
-                .insert(xid, (to, b, Instant::from_micros(i64::MIN / 2)));
+            self.inflight.insert(xid, (to, b, None));
         }
         for (to, b, at) in self.inflight.values_mut() {
-            if cx.now >= *at + RTO || at.total_micros() < 0 {
-                // A full socket buffer counts as a loss: retry after the RTO.
-                let _ = sock.send_slice(b, IpEndpoint::new(*to, 427));
-                *at = cx.now;
+            if at.is_none_or(|t| cx.now >= t + RTO) {
+                // A full socket buffer (e.g. waiting for ARP) counts as a
+                // loss: retry after the RTO rather than spin.
+                if sock.send_slice(b, IpEndpoint::new(*to, 427)).is_ok() {
+                    self.sent += 1;
+                }
+                *at = Some(cx.now);
                 any = true;
             }
         }
@@ -86,7 +127,10 @@ impl Role for Sa {
     }
 
     fn poll_at(&self, _now: Instant) -> Option<Instant> {
-        self.inflight.values().map(|(_, _, at)| *at + RTO).min()
+        self.inflight
+            .values()
+            .filter_map(|(_, _, at)| at.map(|t| t + RTO))
+            .min()
     }
 }
 
