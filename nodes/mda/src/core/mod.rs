@@ -1273,23 +1273,16 @@ impl Mda {
                 expires,
                 change: Change::Add(r.attrs),
             };
-            let pending = Reg::base(
+            let pending = Reg::pending(
                 r.entry.url,
                 req.header.lang.clone(),
                 r.service_type,
                 r.scopes,
-                AttrList::default(),
-                0,
-                now,
                 now,
             );
             return self.install_update(key, old, pending, update);
         }
-        if self.resolve(old.as_ref(), &f) == Apply::Stale {
-            return;
-        }
-        if old.is_none() && self.store.len() >= self.cfg.max_registrations {
-            self.count("drop.mda.table_full");
+        if !self.admit_fwded(old.as_ref(), &f) {
             return;
         }
         let mut reg = Reg::base(
@@ -1310,6 +1303,20 @@ impl Mda {
         reg.settle();
         self.commit(key, reg);
         self.count("mda.fwded_installed");
+    }
+
+    /// Whether a forwarded (de)registration with `f` may replace `old`:
+    /// not older than what we hold (counted by `resolve`), and room for a
+    /// new URL.
+    fn admit_fwded(&mut self, old: Option<&Reg>, f: &MeshFwd) -> bool {
+        if self.resolve(old, f) == Apply::Stale {
+            return false;
+        }
+        if old.is_none() && self.store.len() >= self.cfg.max_registrations {
+            self.count("drop.mda.table_full");
+            return false;
+        }
+        true
     }
 
     fn on_fwded_dereg(&mut self, now: Instant, req: &Req, r: SrvDeReg, f: MeshFwd) {
@@ -1338,23 +1345,16 @@ impl Mda {
             let service_type = slp::url::url_service_type(&r.entry.url)
                 .and_then(|t| ServiceType::parse(t).ok())
                 .unwrap_or_else(ServiceType::directory_agent);
-            let pending = Reg::base(
+            let pending = Reg::pending(
                 r.entry.url,
                 req.header.lang.clone(),
                 service_type,
                 r.scopes,
-                AttrList::default(),
-                0,
-                now,
                 now,
             );
             return self.install_update(key, old, pending, update);
         }
-        if self.resolve(old.as_ref(), &f) == Apply::Stale {
-            return;
-        }
-        if old.is_none() && self.store.len() >= self.cfg.max_registrations {
-            self.count("drop.mda.table_full");
+        if !self.admit_fwded(old.as_ref(), &f) {
             return;
         }
         let mut tomb = self.tombstone(now, old.as_ref(), &r, &req.header.lang, f.version);

@@ -136,6 +136,27 @@ pub struct Reg {
 }
 
 impl Reg {
+    /// An empty placeholder for an update that arrives before any base
+    /// registration of its URL: no attributes, lifetime 0, already expired.
+    pub fn pending(
+        url: SlpString,
+        lang: LangTag,
+        service_type: ServiceType,
+        scopes: ScopeList,
+        now: Instant,
+    ) -> Self {
+        Self::base(
+            url,
+            lang,
+            service_type,
+            scopes,
+            AttrList::default(),
+            0,
+            now,
+            now,
+        )
+    }
+
     /// A base state with no blocks and no updates: `attrs`, `lifetime` and
     /// `expires` are the base's too.
     #[allow(clippy::too_many_arguments)]
