@@ -203,7 +203,10 @@ pub struct Clients {
     limits: Limits,
     rx: usize,
     tx: usize,
-    next_port: u16,
+    /// The next local port; the port's random ephemeral start (RFC 6056)
+    /// on the first connection, so a restarted host does not reuse the
+    /// 4-tuples of its previous incarnation.
+    next_port: Option<u16>,
     /// Sockets of finished connections, removed once fully closed.
     closing: Vec<(usize, SocketHandle)>,
 }
@@ -219,7 +222,7 @@ impl Clients {
             },
             rx: cfg.tcp_rx_buffer,
             tx: cfg.tcp_tx_buffer,
-            next_port: 49152,
+            next_port: None,
             closing: Vec::new(),
         }
     }
@@ -294,12 +297,8 @@ impl Clients {
             tcp::SocketBuffer::new(vec![0; self.tx]),
         );
         sock.set_nagle_enabled(false);
-        let local = self.next_port;
-        self.next_port = if self.next_port == u16::MAX {
-            49152
-        } else {
-            self.next_port + 1
-        };
+        let local = *self.next_port.get_or_insert_with(|| p.ephemeral_port());
+        self.next_port = Some(if local == u16::MAX { 49152 } else { local + 1 });
         let remote = IpEndpoint::new(addr, job.spec.url.port);
         sock.connect(p.iface.context(), remote, local)
             .map_err(|e| format!("connect to {remote} from port {}: {e}", p.name))?;
