@@ -521,11 +521,10 @@ impl Sar {
             l.lifetime_s = lifetime;
             l.expires = expires;
             let (id, part) = (l.id, l.part);
-            // Refresh the remote copies before they run out: when less
-            // than half a lifetime is left of what was flooded.
-            let stale = l.flooded.is_none_or(|f| {
-                expires > f && f < now + Duration::from_secs(u64::from(lifetime / 2))
-            });
+            // Refresh the remote copies before they run out (see
+            // `reoriginate_within`).
+            let within = reoriginate_within(&self.cfg.igp, self.igp.routes().len(), lifetime);
+            let stale = l.flooded.is_none_or(|f| expires > f && f < now + within);
             self.update_instance(id, metrics, steering, expires);
             if changed || stale {
                 self.dirty.insert(part);
@@ -807,6 +806,27 @@ impl Sar {
             self.remote.insert((origin, part), kept);
         }
     }
+}
+
+/// How long before what was flooded of a local instance runs out a refresh
+/// of it re-originates its part, for an instance announcing `lifetime_s`
+/// in a domain of `sars` SARs (ourselves included).
+///
+/// A refresh is the only moment the origin looks, and the next one comes
+/// a third of a lifetime later (SPEC §2.2). A remote copy runs out a second
+/// per flooding hop before ours (the LSA's age), and the new LSA may wait
+/// up to `min_ls_interval` for its origination and `rxmt_interval` for a
+/// retransmission (a neighbour ignores what arrives within
+/// `min_ls_arrival`). So re-originate when what is left is less than one
+/// refresh period plus that margin, with at most `sars − 1` hops to the
+/// farthest SAR; and, for long lifetimes, whenever less than half of it is
+/// left (one origination per ~2/3 lifetime). Without the margin a lifetime
+/// under about 20 s let remote SARs drop a live instance between refreshes.
+fn reoriginate_within(igp: &IgpConfig, sars: usize, lifetime_s: u32) -> Duration {
+    let hops = sars.saturating_sub(1).max(1) as u64;
+    let period = Duration::from_millis(u64::from(lifetime_s) * 1000 / 3);
+    let margin = Duration::from_secs(hops) + igp.min_ls_interval + igp.rxmt_interval;
+    Duration::from_millis(u64::from(lifetime_s) * 500).max(period + margin)
 }
 
 fn first_steering(members: &[Member]) -> Steering {

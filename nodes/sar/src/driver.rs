@@ -53,8 +53,9 @@ use svcroute_stack::shim::{Direction, Outbox, Verdict};
 use svcroute_stack::stats::Counters;
 use svcroute_stack::wire::auth::AuthCheck;
 use svcroute_stack::wire::igp::{self as wire_igp, LsaBody, LsaKind, RouterId};
-use svcroute_stack::wire::ipv6opt::{self, OptionRepr, OptionType};
+use svcroute_stack::wire::ipv6opt::{self, OptionRepr, OptionType, UnknownAction};
 use svcroute_stack::wire::rosa::{Constraint, Entry, Message, MessageKind, ServiceName};
+use svcroute_stack::wire::Error as WireError;
 
 use crate::decide::{Action, DropReason, Fill, PacketView, PortKind};
 use crate::frag::{self, Reassembler};
@@ -384,26 +385,29 @@ impl SarNode {
         layout: &Layout,
     ) -> Option<Verdict> {
         let at = layout.dest_opts.as_ref()?;
-        let data = {
-            let Ok(hdr) = ipv6opt::Packet::new_checked(&frame[at.range.clone()]) else {
-                return Some(Verdict::Drop("sar.rosa_malformed"));
-            };
-            let mut found = None;
-            for opt in hdr.options_iter() {
-                match opt {
-                    Ok(OptionRepr::Rosa(d)) => found = Some(d.as_bytes().to_vec()),
-                    Ok(_) => {}
-                    Err(_) => return Some(Verdict::Drop("sar.rosa_malformed")),
+        let data = match rosa_option(&frame[at.range.clone()], at.range.start - ETH_LEN) {
+            Ok(found) => found?,
+            Err(refusal) => {
+                if let OptionRefusal::Unrecognized {
+                    pointer,
+                    icmp: true,
+                } = refusal
+                {
+                    let kind = ErrorKind::UnrecognizedOption { pointer };
+                    self.icmp_error(cx.now, cx.stats, kind, port, frame);
                 }
+                return Some(Verdict::Drop(refusal.reason()));
             }
-            found?
         };
         let core = self.core.as_mut()?;
         if layout.fragment != Fragment::Whole {
             return Some(Verdict::Drop("sar.rosa_fragment"));
         }
-        let Ok(mut msg) = Message::from_bytes(&data) else {
-            return Some(Verdict::Drop("sar.rosa_malformed"));
+        let mut msg = match Message::from_bytes(&data) {
+            Ok(m) => m,
+            // Inside an option (≤ 255 octets) only a name can be too long.
+            Err(WireError::TooLong) => return Some(Verdict::Drop("sar.rosa_name_too_long")),
+            Err(_) => return Some(Verdict::Drop("sar.rosa_malformed")),
         };
         let src = addr_at(frame, ETH_LEN + 8);
         let dst = addr_at(frame, ETH_LEN + 24);
@@ -1170,6 +1174,76 @@ impl Role for SarNode {
     }
 }
 
+/// Why the Destination Options header of a packet for us is refused
+/// before the core sees its ROSA option.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OptionRefusal {
+    /// The header or one of its options does not parse.
+    Malformed,
+    /// Two ROSA options: which one would count is ambiguous (as two Service
+    /// entries would be, docs/wire/rosa.md).
+    Duplicate,
+    /// An option we do not know whose action bits say discard (RFC 8200
+    /// §4.2); `icmp`: answer Parameter Problem code 2 at `pointer` (bits
+    /// `10`, and `11`, since the destination is our unicast address).
+    Unrecognized { pointer: u32, icmp: bool },
+}
+
+impl OptionRefusal {
+    /// The drop reason (`drop.sar.*`).
+    const fn reason(self) -> &'static str {
+        match self {
+            Self::Malformed => "sar.rosa_malformed",
+            Self::Duplicate => "sar.rosa_duplicate_option",
+            Self::Unrecognized { .. } => "sar.dest_opts_unknown_option",
+        }
+    }
+}
+
+/// The ROSA option data in `hdr`, a Destination Options header that starts
+/// `offset` octets into an IPv6 packet addressed to us; `Ok(None)` if it
+/// has none. We are the destination, so RFC 8200 §4.2 applies to every
+/// option: one we do not know whose action bits are not "skip" discards
+/// the packet, whichever position it has.
+fn rosa_option(hdr: &[u8], offset: usize) -> Result<Option<Vec<u8>>, OptionRefusal> {
+    let hdr = ipv6opt::Packet::new_checked(hdr).map_err(|_| OptionRefusal::Malformed)?;
+    let mut options = hdr.options_iter();
+    let mut found = None;
+    loop {
+        // The options area starts 2 octets into the header.
+        let pointer = u32::try_from(offset + 2 + options.position()).unwrap_or(u32::MAX);
+        let Some(opt) = options.next() else {
+            break;
+        };
+        match opt.map_err(|_| OptionRefusal::Malformed)? {
+            OptionRepr::Rosa(d) => {
+                if found.replace(d.as_bytes().to_vec()).is_some() {
+                    return Err(OptionRefusal::Duplicate);
+                }
+            }
+            OptionRepr::Unknown { option_type, .. } => {
+                match OptionType::from(option_type).unknown_action() {
+                    UnknownAction::Skip => {}
+                    UnknownAction::Discard => {
+                        return Err(OptionRefusal::Unrecognized {
+                            pointer,
+                            icmp: false,
+                        })
+                    }
+                    UnknownAction::DiscardIcmp | UnknownAction::DiscardIcmpUnlessMulticast => {
+                        return Err(OptionRefusal::Unrecognized {
+                            pointer,
+                            icmp: true,
+                        })
+                    }
+                }
+            }
+            OptionRepr::Pad1 | OptionRepr::PadN(_) | OptionRepr::Sticky(_) => {}
+        }
+    }
+    Ok(found)
+}
+
 /// Hand a frame to smoltcp after the structural checks the runtime would
 /// have made (this role turns them off to forward what it does not parse).
 fn pass(frame: &[u8]) -> Verdict {
@@ -1334,6 +1408,125 @@ mod tests {
         assert_eq!(with_default_policy(&s, src, &forged), None);
         // No default configured: nothing changes.
         assert_eq!(with_default_policy(&settings(""), src, &m), None);
+    }
+
+    /// An Ethernet frame from `src` to `dst` whose Destination Options
+    /// header (next header 59) carries `opts`.
+    fn opts_frame(src: Ipv6Addr, dst: Ipv6Addr, opts: &[OptionRepr<'_>]) -> Vec<u8> {
+        let header = ipv6opt::Repr::new(IpProtocol::Ipv6NoNxt, opts).unwrap();
+        let mut f = vec![0; ETH_LEN + IPV6_LEN + header.buffer_len()];
+        f[0..6].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
+        f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 9]);
+        f[12..14].copy_from_slice(&[0x86, 0xdd]);
+        f[ETH_LEN] = 0x60;
+        f[ETH_LEN + 4..ETH_LEN + 6].copy_from_slice(&(header.buffer_len() as u16).to_be_bytes());
+        f[ETH_LEN + 6] = 60;
+        f[ETH_LEN + 7] = 64;
+        f[ETH_LEN + 8..ETH_LEN + 24].copy_from_slice(&src.octets());
+        f[ETH_LEN + 24..ETH_LEN + 40].copy_from_slice(&dst.octets());
+        header.emit(&mut ipv6opt::Packet::new_unchecked(
+            &mut f[ETH_LEN + IPV6_LEN..],
+        ));
+        f
+    }
+
+    /// A started node (its core, without ports) and what `ingress` made of
+    /// `frame` on port 0.
+    fn feed(node: &mut SarNode, frame: &[u8]) -> (Verdict, Counters) {
+        if node.core.is_none() {
+            node.core = Some(Sar::new(node.s.core.clone(), Instant::ZERO));
+        }
+        let mut stats = Counters::default();
+        let mut out = Outbox::default();
+        let mut cx = FrameContext {
+            now: Instant::from_secs(1),
+            stats: &mut stats,
+            out: &mut out,
+        };
+        let mut f = frame.to_vec();
+        let v = node.ingress(&mut cx, 0, &mut f);
+        (v, stats)
+    }
+
+    fn installed(node: &SarNode, name: &str) -> bool {
+        let name: ServiceName = name.parse().unwrap();
+        node.core.as_ref().unwrap().fib().get(&name).is_some()
+    }
+
+    /// RFC 8200 §4.2 at the SAR (the destination of announcements): a
+    /// Destination Options header with an option we do not know whose
+    /// action bits say discard is dropped, whatever the ROSA option next to
+    /// it says (here a well-signed announcement); two ROSA options are
+    /// ambiguous; an over-long name has its own counter.
+    #[test]
+    fn unknown_mandatory_options_and_duplicate_rosa_options_are_refused() {
+        let key = "a11ce5a11ce5a11ce5a11ce5a11ce5a1";
+        let mut node = SarNode::with_settings(settings(&format!(
+            "announce_keys = [{{ key_id = 1, secret = \"{key}\" }}]"
+        )));
+        let secret = node.s.announce_keys[&1].clone();
+        let src: Ipv6Addr = "fd00:a::9".parse().unwrap();
+        let me: Ipv6Addr = "fd00:a::1".parse().unwrap();
+        let signed = |name: &str| {
+            let mut m = announcement(vec![Constraint::LifetimeS(60)]);
+            m.set(Entry::Service(name.parse().unwrap()));
+            m.sign(1, &secret, src).unwrap();
+            m.to_bytes().unwrap()
+        };
+        fn rosa(data: &[u8]) -> OptionRepr<'_> {
+            OptionRepr::new(OptionType::Rosa, data).unwrap()
+        }
+        fn other(t: u8) -> OptionRepr<'static> {
+            OptionRepr::new(OptionType::from(t), &[0, 0]).unwrap()
+        }
+
+        // Skippable neighbours (0x1f, sticky) leave a good announcement alone.
+        let ok = signed("ok.example");
+        let f = opts_frame(src, me, &[other(0x1f), rosa(&ok)]);
+        assert_eq!(feed(&mut node, &f).0, Verdict::Consume);
+        assert!(installed(&node, "ok.example"));
+
+        // Action 01 (0x7f): dropped silently, before or after the ROSA option.
+        let a = signed("a.example");
+        for opts in [[other(0x7f), rosa(&a)], [rosa(&a), other(0x7f)]] {
+            let (v, _) = feed(&mut node, &opts_frame(src, me, &opts));
+            assert_eq!(v, Verdict::Drop("sar.dest_opts_unknown_option"));
+            assert!(node.outq.is_empty(), "no ICMPv6 for action 01");
+        }
+        assert!(!installed(&node, "a.example"));
+
+        // Action 10 (0xbf) and 11 (0xff): dropped, Parameter Problem code 2
+        // pointing at the option (IPv6 header 40 + 2 octets of the header).
+        let b = signed("b.example");
+        for t in [0xbf, 0xff] {
+            let (v, stats) = feed(&mut node, &opts_frame(src, me, &[other(t), rosa(&b)]));
+            assert_eq!(v, Verdict::Drop("sar.dest_opts_unknown_option"));
+            assert_eq!(stats.get("sar.icmp_parameter_problem"), 1);
+            let err = node.outq.pop_front().expect("a Parameter Problem").frame;
+            let icmp = &err[ETH_LEN + IPV6_LEN..];
+            assert_eq!((icmp[0], icmp[1]), (4, 2));
+            assert_eq!(&icmp[4..8], &42_u32.to_be_bytes());
+            assert_eq!(addr_at(&err, ETH_LEN + 24), src);
+        }
+        assert!(!installed(&node, "b.example"));
+
+        // Two ROSA options, each good on its own.
+        let (c, d) = (signed("c.example"), signed("d.example"));
+        let v = feed(&mut node, &opts_frame(src, me, &[rosa(&c), rosa(&d)])).0;
+        assert_eq!(v, Verdict::Drop("sar.rosa_duplicate_option"));
+        assert!(!installed(&node, "c.example") && !installed(&node, "d.example"));
+
+        // A Service entry of 130 octets (one segment of 126).
+        let mut long = vec![0x11, 0x01, 130, 0x00, 0x01, 0x00, 126];
+        long.extend([b'a'; 126]);
+        let f = opts_frame(src, me, &[rosa(&long)]);
+        assert_eq!(
+            feed(&mut node, &f).0,
+            Verdict::Drop("sar.rosa_name_too_long")
+        );
+        // A Service entry overrunning the option.
+        let f = opts_frame(src, me, &[rosa(&[0x11, 0x01, 0x09, 0x00])]);
+        assert_eq!(feed(&mut node, &f).0, Verdict::Drop("sar.rosa_malformed"));
     }
 
     #[test]

@@ -43,6 +43,12 @@ pub enum ErrorKind {
     },
     /// Type 3 code 0: the hop limit ran out here.
     HopLimitExceeded,
+    /// Type 4 code 2: an option this node does not know and must not skip
+    /// (RFC 8200 §4.2 action bits `10`/`11`).
+    UnrecognizedOption {
+        /// Offset of the option type octet from the start of the IPv6 header.
+        pointer: u32,
+    },
 }
 
 impl ErrorKind {
@@ -54,6 +60,7 @@ impl ErrorKind {
             Self::AddressUnreachable => (1, 3),
             Self::PacketTooBig { .. } => (2, 0),
             Self::HopLimitExceeded => (3, 0),
+            Self::UnrecognizedOption { .. } => (4, 2),
         }
     }
 
@@ -65,6 +72,7 @@ impl ErrorKind {
             Self::AddressUnreachable => "sar.icmp_address_unreachable",
             Self::PacketTooBig { .. } => "sar.icmp_packet_too_big",
             Self::HopLimitExceeded => "sar.icmp_time_exceeded",
+            Self::UnrecognizedOption { .. } => "sar.icmp_parameter_problem",
         }
     }
 }
@@ -113,8 +121,12 @@ pub fn error_frame(kind: ErrorKind, from: Ipv6Addr, quote: &[u8]) -> Option<Vec<
     let (t, c) = kind.type_code();
     icmp[0] = t;
     icmp[1] = c;
-    if let ErrorKind::PacketTooBig { mtu } = kind {
-        icmp[4..8].copy_from_slice(&mtu.to_be_bytes());
+    match kind {
+        ErrorKind::PacketTooBig { mtu } => icmp[4..8].copy_from_slice(&mtu.to_be_bytes()),
+        ErrorKind::UnrecognizedOption { pointer } => {
+            icmp[4..8].copy_from_slice(&pointer.to_be_bytes());
+        }
+        _ => {}
     }
     icmp[8..].copy_from_slice(quoted);
     Icmpv6Packet::new_unchecked(icmp).fill_checksum(&from, &to);
@@ -241,12 +253,17 @@ mod tests {
             (ErrorKind::NoRoute, (1, 0)),
             (ErrorKind::AddressUnreachable, (1, 3)),
             (ErrorKind::BeyondScope, (1, 2)),
+            (ErrorKind::UnrecognizedOption { pointer: 42 }, (4, 2)),
         ] {
             let f = error_frame(kind, a("fd00:1::1"), &offending[ETH_LEN..200]).unwrap();
             assert_eq!((f[ETH_LEN + 40], f[ETH_LEN + 41]), tc);
             let ip = Ipv6Packet::new_checked(&f[ETH_LEN..]).unwrap();
             let icmp = Icmpv6Packet::new_checked(ip.payload()).unwrap();
             assert!(icmp.verify_checksum(&a("fd00:1::1"), &a("fd00:1::2")));
+            if tc.0 == 4 {
+                // The pointer of a Parameter Problem.
+                assert_eq!(&f[ETH_LEN + 44..ETH_LEN + 48], &42_u32.to_be_bytes());
+            }
         }
         assert_eq!(
             error_frame(ErrorKind::NoRoute, a("fd00::1"), &[0x45; 60]),

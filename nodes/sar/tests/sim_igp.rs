@@ -359,6 +359,53 @@ fn lifetimes_and_withdrawals_travel() {
     assert!(matches!(a, Action::DeliverLocal { instance, .. } if instance == ip("fd05::5a")));
 }
 
+/// An instance that refreshes every lifetime/3 (SPEC §2.2) stays installed
+/// at every SAR, also with a short lifetime: its SAR re-originates early
+/// enough for the second of age each hop adds, the origination pacing and
+/// one retransmission. (Lifetimes of 3 and 6 s used to lapse at remote SARs
+/// between refreshes: re-origination waited for less than half a lifetime
+/// to be left.) A SAR `d` hops away keeps a copy `lifetime − d` seconds, so
+/// 3 s is tried on a pair only.
+#[test]
+fn short_lifetimes_never_lapse_at_remote_sars_while_refreshed() {
+    let name: svcroute_stack::wire::rosa::ServiceName = "short.org".parse().unwrap();
+    for (sars, lifetime) in [(2, 3), (2, 6), (4, 6), (4, 9), (4, 15), (4, 30)] {
+        let mut sim = Sim::with_routers(sars, 0.0, 11, |_| {});
+        for i in 0..sars - 1 {
+            sim.connect(i, i + 1, 10, Duration::from_millis(2));
+        }
+        converge(&mut sim, Duration::from_secs(30));
+        // An odd phase against the IGP's own timers.
+        sim.run_until(sim.now() + Duration::from_millis(370));
+        let inst = instance_addr(0, 1);
+        let life = vec![Constraint::LifetimeS(lifetime)];
+        let period = Duration::from_millis(u64::from(lifetime) * 1000 / 3);
+        announce(&mut sim, 0, "short.org", inst, life.clone());
+        let start = sim.now();
+        let mut next = start + period;
+        sim.run_until(start + Duration::from_millis(200));
+        while sim.now() < start + Duration::from_secs(90) {
+            sim.run_until((sim.now() + Duration::from_millis(50)).min(next));
+            if sim.now() >= next {
+                announce(&mut sim, 0, "short.org", inst, life.clone());
+                next += period;
+            }
+            for (i, s) in sim.nodes.iter().enumerate() {
+                assert!(
+                    !s.instances_of(&name).is_empty(),
+                    "{sars} SARs, lifetime {lifetime} s: SAR {i} lost the instance at {}",
+                    sim.now()
+                );
+            }
+        }
+        for (i, s) in sim.nodes.iter().enumerate() {
+            let c = s.counters();
+            assert_eq!(c.get("sar.instance_expired"), None, "SAR {i}: {c:?}");
+            assert_eq!(c.get("sar.remote_instance_removed"), None, "SAR {i}");
+        }
+    }
+}
+
 #[test]
 fn keys_keep_outsiders_out() {
     let key = |secret: &[u8]| Key {
