@@ -89,6 +89,42 @@ node_file!(NrFile, nr, svcroute_nr::NrConfig);
 node_file!(NsffFile, nsff, svcroute_nsff::NsffConfig);
 node_file!(MdaFile, mda, svcroute_mda::driver::MdaConfig);
 node_file!(SarFile, sar, svcroute_sar::SarConfig);
+node_file!(ShimFile, shim, svcroute_host::rosa::tun::TunConfig);
+
+/// The `shim` role of a node file (TUN mode): its one `[[port]]` (the TAP
+/// on the client's segment) and the role, names mapped. The TUN port's
+/// config comes from [`shim_tun_port`] once the TAP's MTU is known.
+pub(crate) fn shim_role(f: &ShimFile) -> Result<(PortConfig, svcroute_host::rosa::tun::TunShim)> {
+    if f.ports.len() != 1 {
+        bail!(
+            "a shim node has exactly one [[port]] (the TAP on the client's segment), not {}",
+            f.ports.len()
+        );
+    }
+    let cfg = port_config(&f.name, 0, &f.ports[0]).context("[[port]] #1")?;
+    let info = svcroute_host::rosa::PortInfo {
+        mac: cfg.mac,
+        addrs: cfg.addrs.clone(),
+        gateways: cfg.gateways.clone(),
+    };
+    let role = svcroute_host::rosa::tun::TunShim::new(&f.shim, info)
+        .map_err(|e| anyhow::anyhow!("[shim]: {e}"))?;
+    Ok((cfg, role))
+}
+
+/// The runtime's config of a shim's TUN port: no address (the kernel has
+/// it), nothing for its smoltcp to say.
+pub(crate) fn shim_tun_port(f: &ShimFile, mtu: usize) -> Result<PortConfig> {
+    Ok(PortConfig {
+        name: f.shim.tun.clone(),
+        mac: derived_mac(&f.name, 1),
+        addrs: Vec::new(),
+        gateways: Vec::new(),
+        mtu,
+        max_burst: None,
+        random_seed: Some(fresh_seed()?),
+    })
+}
 
 /// Check an `[mda]` section the way the node would at start, touching no
 /// disk: a directory agent with an in-memory store.

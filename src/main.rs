@@ -2,6 +2,7 @@
 
 #![forbid(unsafe_code)]
 
+use std::net::Ipv6Addr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -17,6 +18,7 @@ use svcroute_stack::runtime::{self, Node, Role, RunOptions};
 mod config;
 mod lab;
 mod slp;
+mod tun;
 
 use config::NodeFile;
 
@@ -89,6 +91,87 @@ enum Cmd {
     /// SLPv2 user/service agent over UDP/TCP: register, deregister, find,
     /// attrs, types, das (RFC 2608; MeshFwd of RFC 3528 with --mesh-fwd).
     Slp(slp::SlpArgs),
+    /// The ROSA endpoint shim for unmodified kernel programs (TUN mode):
+    /// curl in namespace NS reaches services by name.
+    #[command(long_about = SHIM_ABOUT)]
+    Shim(ShimArgs),
+}
+
+const SHIM_ABOUT: &str = "\
+The ROSA endpoint shim for unmodified kernel programs (TUN mode; SPEC §2.2,
+docs/shim.md \"TUN mode\").
+
+It runs in the foreground like a node (until SIGTERM/SIGINT) with two ports:
+  - the TAP on the client's segment: the wire. Its smoltcp stack holds the
+    client address ADDR, so it answers neighbour discovery for the client;
+  - a TUN it creates and moves into namespace NS: the kernel's only link,
+    with ADDR, the default route and the virtual prefix routed through it.
+
+Each --service NAME gets a virtual address in the virtual prefix, written to
+/etc/netns/NS/hosts, which `ip netns exec NS` (and `svcroute lab exec`)
+mounts on /etc/hosts: `ip netns exec NS curl http://NAME/` connects to the
+virtual address, and no DNS is asked. Until the ingress SAR's Service
+Response names an instance, the flow's packets (a SYN, every UDP datagram)
+go to the ingress with a Service Request option; then they go straight to
+the instance as plain IPv6, and its answers reach the kernel from the
+virtual address. Other IPv6 from NS is routed plain.
+
+Counters and tables: `svcroute ctl NAME stats`, `svcroute ctl NAME rosa`.
+The same node from a file: `svcroute run shim -c FILE` ([[port]] + [shim]);
+in a lab: a [[node]] with role \"shim\" and `tun_host` (docs/lab.md).
+
+Example (root):
+  ip netns add cli
+  svcroute shim --tun --tap c-0 --addr fd00:a::10/64 --gateway fd00:a::1 \\
+      --netns cli --service service.org &
+  ip netns exec cli curl http://service.org/";
+
+/// `svcroute shim` arguments.
+#[derive(clap::Args)]
+struct ShimArgs {
+    /// TUN mode: serve a kernel client namespace through a TUN (required;
+    /// the host role's shim serves its own smoltcp sockets).
+    #[arg(long, required = true)]
+    tun: bool,
+    /// The TAP on the client's segment (must exist; `ip tuntap add`).
+    #[arg(long, value_name = "TAP")]
+    tap: String,
+    /// The kernel client's address and prefix, e.g. fd00:a::10/64.
+    #[arg(long, value_name = "ADDR/LEN")]
+    addr: String,
+    /// The IPv6 gateway of the segment (off-link next hop).
+    #[arg(long, value_name = "ADDR")]
+    gateway: Option<Ipv6Addr>,
+    /// The ingress SAR [default: the gateway].
+    #[arg(long, value_name = "ADDR")]
+    ingress: Option<Ipv6Addr>,
+    /// A service name the kernel reaches (a host name); repeat for more.
+    #[arg(long = "service", value_name = "NAME", required = true)]
+    services: Vec<String>,
+    /// The kernel client's network namespace (`ip netns add NS` first).
+    #[arg(long, value_name = "NS")]
+    netns: String,
+    /// Name of the TUN inside NS.
+    #[arg(long, value_name = "IF", default_value = "rosa0")]
+    tun_name: String,
+    /// Prefix of the virtual addresses [default: fd5e::/64].
+    #[arg(long, value_name = "PREFIX")]
+    virtual_prefix: Option<String>,
+    /// Hosts file to write [default: /etc/netns/NS/hosts].
+    #[arg(long, value_name = "FILE")]
+    hosts_file: Option<PathBuf>,
+    /// Node name (control socket, logs).
+    #[arg(long, default_value = "shim")]
+    name: String,
+    /// MAC address of the TAP port [default: derived from the name].
+    #[arg(long)]
+    mac: Option<String>,
+    /// Control socket path [default: /run/svcroute/<name>.sock].
+    #[arg(long)]
+    ctl: Option<PathBuf>,
+    /// Record the TAP's frames to FILE and the TUN's (as Ethernet) to FILE.1.
+    #[arg(long)]
+    pcap: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -105,6 +188,8 @@ enum RoleName {
     Mda,
     /// ROSA Service Address Router: IPv6 router, ROSA data path, SAR IGP.
     Sar,
+    /// ROSA shim in TUN mode for a kernel client namespace (`svcroute shim --tun`).
+    Shim,
 }
 
 fn main() -> ExitCode {
@@ -135,6 +220,7 @@ fn main() -> ExitCode {
         Cmd::Lab(args) => lab::main(args),
         // Prints its own results and errors; the exit status says which failed.
         Cmd::Slp(args) => return slp::main(args),
+        Cmd::Shim(args) => shim(args),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
@@ -177,6 +263,10 @@ fn check(role: RoleName, path: &Path) -> Result<()> {
         RoleName::Sar => {
             let f: config::SarFile = config::load(path)?;
             config::check_sar(&f).map_err(|e| anyhow::anyhow!("{}: [sar]: {e}", path.display()))?;
+        }
+        RoleName::Shim => {
+            let f: config::ShimFile = config::load(path)?;
+            config::shim_role(&f).map_err(|e| anyhow::anyhow!("{}: {e:#}", path.display()))?;
         }
     }
     println!("{}: ok", path.display());
@@ -243,7 +333,129 @@ fn run(
                 .map_err(|e| anyhow::anyhow!("{}: [sar]: {e}", path.display()))?;
             run_node(&f, role, pcap, ctl)
         }
+        RoleName::Shim => {
+            let f: config::ShimFile = config::load(path)?;
+            run_shim(&f, &path.display().to_string(), pcap, ctl)
+        }
     }
+}
+
+/// `svcroute shim --tun ...`: the flags as a node file, run like `run shim`.
+fn shim(a: ShimArgs) -> Result<()> {
+    let mut port = toml::Table::new();
+    port.insert("tap".into(), a.tap.into());
+    port.insert("addrs".into(), toml::Value::Array(vec![a.addr.into()]));
+    if let Some(g) = a.gateway {
+        port.insert(
+            "gateways".into(),
+            toml::Value::Array(vec![g.to_string().into()]),
+        );
+    }
+    if let Some(m) = a.mac {
+        port.insert("mac".into(), m.into());
+    }
+    let mut shim = toml::Table::new();
+    shim.insert(
+        "names".into(),
+        toml::Value::Array(a.services.into_iter().map(Into::into).collect()),
+    );
+    shim.insert("netns".into(), a.netns.into());
+    shim.insert("tun".into(), a.tun_name.into());
+    if let Some(i) = a.ingress {
+        shim.insert("ingress".into(), i.to_string().into());
+    }
+    if let Some(p) = a.virtual_prefix {
+        shim.insert("virtual_prefix".into(), p.into());
+    }
+    if let Some(h) = a.hosts_file {
+        shim.insert("hosts_file".into(), h.display().to_string().into());
+    }
+    let mut root = toml::Table::new();
+    root.insert("name".into(), a.name.into());
+    root.insert("port".into(), toml::Value::Array(vec![port.into()]));
+    root.insert("shim".into(), shim.into());
+    let text = toml::to_string(&root).context("building the node file")?;
+    let f: config::ShimFile = config::parse_str(&text, "svcroute shim")?;
+    run_shim(&f, "svcroute shim", a.pcap.as_deref(), a.ctl)
+}
+
+/// Run a shim node: the TAP (port 0) and a TUN (port 1) given to the
+/// kernel client's namespace, with the names in its hosts file while it runs.
+fn run_shim(
+    f: &config::ShimFile,
+    origin: &str,
+    pcap: Option<&Path>,
+    ctl: Option<PathBuf>,
+) -> Result<()> {
+    let (mut wire, role) = config::shim_role(f).map_err(|e| anyhow::anyhow!("{origin}: {e:#}"))?;
+    let p = &f.ports[0];
+    let tap = TapLink::open(&p.tap, p.offload)?;
+    wire.mtu = tap.mtu();
+    let mtu = svcroute_host::rosa::tun::tun_mtu(tap.mtu());
+    let link = tun::TunLink::create(mtu)?;
+    // NOTE(unwrap): `shim_role` validated the config, `netns` included.
+    let ns = f.shim.netns.clone().unwrap_or_default();
+    tun::setup_kernel_side(
+        &link,
+        &ns,
+        &f.shim.tun,
+        role.client(),
+        role.virtual_prefix(),
+    )?;
+    let hosts_path = f.shim.hosts_path().unwrap_or_default();
+    let _hosts = tun::HostsFile::write(Path::new(&hosts_path), &role.hosts())?;
+    let (addr, len) = role.client();
+    log::info!(
+        "TUN {} in namespace {ns}: {addr}/{len}, mtu {mtu}; port {} on TAP {} mac {}; {hosts_path}: {}",
+        f.shim.tun,
+        wire.name,
+        p.tap,
+        wire.mac,
+        role.names()
+            .iter()
+            .map(|(n, v)| format!("{n} = {v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let kernel = config::shim_tun_port(f, mtu)?;
+    let ports = vec![
+        (wire, with_pcap(tap, pcap, 0)?),
+        (kernel, with_pcap(link, pcap, 1)?),
+    ];
+    let control = ctl.unwrap_or_else(|| Path::new(CTL_DIR).join(format!("{}.sock", f.name)));
+    let mut node = Node::new(f.name.as_str(), ports, role, smoltcp::time::Instant::ZERO);
+    log::info!("node {} up, control socket {}", f.name, control.display());
+    let exit = runtime::run(
+        &mut node,
+        &RunOptions {
+            control: Some(control),
+            busy_poll: Duration::from_micros(f.busy_poll_us),
+        },
+    )
+    .context("node stopped on an I/O error")?;
+    log::info!("node {} stopped ({exit:?}); removing {hosts_path}", f.name);
+    Ok(())
+}
+
+/// `link`, recording to `pcap` (port N > 0: `pcap.N`) if asked.
+fn with_pcap<L: Link + 'static>(
+    link: L,
+    pcap: Option<&Path>,
+    index: usize,
+) -> Result<Box<dyn Link>> {
+    Ok(match pcap {
+        Some(path) => {
+            let path = if index == 0 {
+                path.to_owned()
+            } else {
+                let mut s = path.as_os_str().to_owned();
+                s.push(format!(".{index}"));
+                PathBuf::from(s)
+            };
+            Box::new(PcapLink::create(link, &path)?)
+        }
+        None => Box::new(link),
+    })
 }
 
 fn run_node<F: NodeFile, R: Role>(

@@ -27,7 +27,7 @@ use anyhow::{bail, Context as _, Result};
 use serde_json::{json, Value};
 
 mod file;
-mod netns;
+pub(crate) mod netns;
 mod state;
 
 use file::{lab_netns, Lab, DEFAULT_LAB};
@@ -658,6 +658,21 @@ fn teardown(lab: &str) -> Result<String> {
             errors.push(format!("{e:#}"));
         }
     }
+    // `ip netns exec` files (a shim node's hosts file) of our namespaces; the
+    // shim removes its own when it stops, not when it is killed.
+    let etc: Vec<String> = spaces
+        .iter()
+        .cloned()
+        .chain(own.iter().flat_map(|s| s.lab.namespaces()))
+        .collect();
+    for ns in etc {
+        let d = Path::new(netns::ETC_NETNS).join(&ns);
+        if d.exists() {
+            if let Err(e) = std::fs::remove_dir_all(&d) {
+                errors.push(format!("removing {}: {e}", d.display()));
+            }
+        }
+    }
     let had_dir = dir.exists();
     if had_dir {
         if let Err(e) = std::fs::remove_dir_all(&dir) {
@@ -765,7 +780,7 @@ fn status_json(st: &State) -> Value {
             } else {
                 Vec::new()
             };
-            let ifaces: Vec<Value> = h
+            let mut ifaces: Vec<Value> = h
                 .ifaces
                 .iter()
                 .map(|f| {
@@ -777,6 +792,15 @@ fn status_json(st: &State) -> Value {
                     })
                 })
                 .collect();
+            // A shim node's TUN: there once the node has set it up.
+            if let Some(t) = &h.tun {
+                let l = live.iter().find(|(name, _, _)| *name == t.name);
+                ifaces.push(json!({
+                    "name": t.name, "peer": format!("tun:{}", t.node), "segment": t.segment,
+                    "mac": Value::Null,
+                    "addrs": l.map_or_else(|| json!(t.addrs), |(_, _, a)| json!(a)),
+                }));
+            }
             let pids = st.host_pids.get(&h.name).cloned().unwrap_or_default();
             let commands: Vec<Value> = h
                 .commands

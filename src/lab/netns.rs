@@ -25,6 +25,9 @@ fn run(cmd: &str, args: &[&str]) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// Where `ip netns exec NS` finds files to mount over `/etc` (`hosts`, ...).
+pub(crate) const ETC_NETNS: &str = "/etc/netns";
+
 /// `ip ARGS...`.
 pub(crate) fn ip(args: &[&str]) -> Result<String> {
     run("ip", args)

@@ -34,16 +34,21 @@
 //! remote port pair): each picks its instance afresh, and keeps it.
 //!
 //! [`Shim`] is sans-IO: frames, `now` and counters in; verdicts, frames to
-//! send and next hops to resolve out. `crate::Host` drives it. The wire
-//! view of every step is in `docs/shim.md`.
+//! send and next hops to resolve out. `crate::Host` drives it; in TUN mode
+//! ([`tun`], `svcroute shim --tun`) [`tun::TunShim`] drives it for a kernel
+//! client's packets instead of smoltcp's. The wire view of every step is in
+//! `docs/shim.md`.
 
 mod config;
 mod frame;
 mod neighbor;
 mod shim;
+pub mod tun;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tun_tests;
 
 pub use config::{RosaConfig, ServeConfig, LIFETIME_RANGE};
 pub use neighbor::{ASK_INTERVAL, MAX_BINDINGS, MAX_PARKED, PARK_TIMEOUT};
