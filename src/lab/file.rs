@@ -93,6 +93,8 @@ struct HostToml {
     commands: Vec<Spanned<String>>,
     #[serde(default)]
     wait_tcp: Vec<Spanned<String>>,
+    #[serde(default)]
+    hosts: Vec<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -159,6 +161,9 @@ pub(crate) struct HostPlan {
     /// The TUN a `shim` node gives this host as its only link, if any.
     #[serde(default)]
     pub(crate) tun: Option<TunPlan>,
+    /// Lines of the namespace's hosts file (`ADDR NAME...`), if any.
+    #[serde(default)]
+    pub(crate) hosts: Vec<String>,
 }
 
 /// A host's TUN: created and configured by shim node `node` at its start.
@@ -564,6 +569,27 @@ fn parse_inner(text: &str) -> Result<Lab> {
             })?;
             wait_tcp.push(sa);
         }
+        let mut etc_hosts = Vec::new();
+        for line in &h.hosts {
+            let mut words = line.get_ref().split_whitespace();
+            let addr = words.next().unwrap_or("");
+            let names: Vec<&str> = words.collect();
+            if addr.parse::<std::net::IpAddr>().is_err() || names.is_empty() {
+                bail!(
+                    "{}: [[host]] {name:?} key `hosts`: {:?} is not \"ADDR NAME [NAME...]\"",
+                    cx.at(line),
+                    line.get_ref()
+                );
+            }
+            if tun.is_some() {
+                bail!(
+                    "{}: [[host]] {name:?} key `hosts`: a host served by a shim's TUN gets \
+                     its hosts file from the shim",
+                    cx.at(line)
+                );
+            }
+            etc_hosts.push(format!("{addr} {}", names.join(" ")));
+        }
         hosts.push(HostPlan {
             name: name.clone(),
             netns: host_netns(&lab, name),
@@ -571,6 +597,7 @@ fn parse_inner(text: &str) -> Result<Lab> {
             commands,
             wait_tcp,
             tun,
+            hosts: etc_hosts,
         });
     }
 
@@ -797,6 +824,22 @@ gateways = ["10.0.0.1", "fd00::1"]
             e.contains("10.0.0.2") && e.contains("also used by node \"h1\""),
             "{e}"
         );
+    }
+
+    #[test]
+    fn hosts_lines_are_checked_and_kept() {
+        let with = |line: &str| {
+            GOOD.replace(
+                "wait_tcp = [\"10.0.0.20:8000\", \"[fd00::20]:8000\"]",
+                &format!("wait_tcp = [\"10.0.0.20:8000\"]\nhosts = [{line}]"),
+            )
+        };
+        let lab = parse(&with("\"10.0.0.2  a.example b.example\""), "x.toml").unwrap();
+        assert_eq!(lab.hosts[0].hosts, vec!["10.0.0.2 a.example b.example"]);
+        for bad in ["\"10.0.0.2\"", "\"a.example 10.0.0.2\"", "\"\""] {
+            let e = err(&with(bad));
+            assert!(e.contains("`hosts`") && e.contains("line 29"), "{bad}: {e}");
+        }
     }
 
     #[test]

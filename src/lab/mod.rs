@@ -382,6 +382,20 @@ fn build(st: &mut State, kids: &mut Kids, exe: &Path) -> Result<()> {
         kids.nodes.push((n.name.clone(), child));
     }
 
+    // Hosts files (`ip netns exec` mounts them over /etc/hosts; `down`
+    // removes /etc/netns/<ns>).
+    for h in lab.hosts.iter().filter(|h| !h.hosts.is_empty()) {
+        let d = Path::new(netns::ETC_NETNS).join(&h.netns);
+        std::fs::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
+        let text = format!(
+            "# written by svcroute lab up {}\n127.0.0.1 localhost\n::1 localhost\n{}\n",
+            lab.name,
+            h.hosts.join("\n")
+        );
+        std::fs::write(d.join("hosts"), text)
+            .with_context(|| format!("writing {}/hosts", d.display()))?;
+    }
+
     // Host commands.
     for h in &lab.hosts {
         if h.commands.is_empty() {
