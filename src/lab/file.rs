@@ -574,7 +574,7 @@ fn parse_inner(text: &str) -> Result<Lab> {
             let mut words = line.get_ref().split_whitespace();
             let addr = words.next().unwrap_or("");
             let names: Vec<&str> = words.collect();
-            if addr.parse::<std::net::IpAddr>().is_err() || names.is_empty() {
+            if addr.parse::<IpAddr>().is_err() || names.is_empty() {
                 bail!(
                     "{}: [[host]] {name:?} key `hosts`: {:?} is not \"ADDR NAME [NAME...]\"",
                     cx.at(line),
