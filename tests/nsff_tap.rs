@@ -10,158 +10,12 @@
 //! ```
 //!
 //! Links: f1 → NR 0, NR → f1 1, f1 → nSFF1 2, nSFF1 → f1 3, f2 → nSFF2 4,
-//! nSFF2 → f2 5, f1 → f2 10, f2 → f1 11.
+//! nSFF2 → f2 5, f1 → f2 10, f2 → f1 11. The lab is `common::chain`'s.
 
 mod common;
 
+use common::chain::{curl, lab_file, Opts};
 use common::{lab_name, root_or_skip, wait_until, Lab};
-
-fn lab_file(name: &str) -> String {
-    format!(
-        r#"name = "{name}"
-[[segment]]
-name = "cli"
-[[segment]]
-name = "n1"
-[[segment]]
-name = "nrs"
-[[segment]]
-name = "fab"
-[[segment]]
-name = "n2"
-[[segment]]
-name = "sfs"
-
-[[node]]
-name = "f1"
-role = "fwd"
-[[node.port]]
-segment = "n1"
-[[node.port]]
-segment = "nrs"
-[[node.port]]
-segment = "fab"
-[node.config]
-node_id = 1
-link_ids = [2, 0, 10]
-
-[[node]]
-name = "f2"
-role = "fwd"
-[[node.port]]
-segment = "fab"
-[[node.port]]
-segment = "n2"
-[node.config]
-node_id = 2
-link_ids = [11, 4]
-
-[[node]]
-name = "nr"
-role = "nr"
-[[node.port]]
-segment = "nrs"
-addrs = ["10.0.9.1/24"]
-[node.config]
-rest_port = 0
-[node.config.self_attach]
-at = "f1"
-link_in = 0
-link_out = 1
-[[node.config.attach]]
-nsff = 1
-at = "f1"
-link_in = 2
-link_out = 3
-[[node.config.attach]]
-nsff = 2
-at = "f2"
-link_in = 4
-link_out = 5
-[[node.config.link]]
-from = "f1"
-to = "f2"
-id = 10
-[[node.config.link]]
-from = "f2"
-to = "f1"
-id = 11
-
-[[node]]
-name = "nsff1"
-role = "nsff"
-[[node.port]]
-segment = "n1"
-[[node.port]]
-segment = "cli"
-addrs = ["10.0.1.1/24"]
-[node.config]
-nsff_id = 1
-link_in = 2
-link_out = 3
-nr_links = [3, 0]
-
-[[node]]
-name = "nsff2"
-role = "nsff"
-[[node.port]]
-segment = "n2"
-[[node.port]]
-segment = "sfs"
-addrs = ["10.0.2.1/24"]
-[node.config]
-nsff_id = 2
-link_in = 4
-link_out = 5
-nr_links = [5, 11, 0]
-[[node.config.sf]]
-fqdn = "www.example2.com"
-addr = "10.0.2.10"
-
-[[node]]
-name = "sf2"
-role = "host"
-[[node.port]]
-segment = "sfs"
-addrs = ["10.0.2.10/24"]
-[node.config]
-instance = "sf2"
-
-[[host]]
-name = "client"
-[[host.iface]]
-segment = "cli"
-addrs = ["10.0.1.10/24"]
-"#
-    )
-}
-
-/// `curl` in the client namespace for `name` at nSFF1: (status, headers + body).
-fn curl(lab: &Lab, name: &str, path: &str) -> (u16, String) {
-    let url = format!("http://{name}{path}");
-    let resolve = format!("{name}:80:10.0.1.1");
-    let out = lab.exec(
-        "client",
-        20,
-        &[
-            "curl",
-            "-sS",
-            "-i",
-            "-m",
-            "10",
-            "--resolve",
-            &resolve,
-            "-w",
-            "\n%{http_code}",
-            &url,
-        ],
-    );
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let Some((body, code)) = text.rsplit_once('\n') else {
-        return (0, text);
-    };
-    (code.trim().parse().unwrap_or(0), body.to_owned())
-}
 
 #[test]
 fn curl_by_name_through_the_chain() {
@@ -169,22 +23,26 @@ fn curl_by_name_through_the_chain() {
         return;
     }
     let name = lab_name('n', 's');
-    let lab = Lab::up(&name, &lab_file(&name));
-    let mut last = (0, String::new());
+    let lab = Lab::up(&name, &lab_file(&name, &Opts::default()));
+    let mut last = None;
     let ok = wait_until(15, || {
-        last = curl(&lab, "www.example2.com", "/");
-        last.0 == 200
+        let r = curl(&lab, "www.example2.com", "/");
+        let ok = r.status == 200;
+        last = Some(r);
+        ok
     });
     assert!(ok, "no 200 through the chain: {last:?}");
-    assert!(
-        last.1.to_ascii_lowercase().contains("x-instance: sf2"),
-        "{}",
-        last.1
-    );
-    // A larger body, byte count checked.
-    let (status, text) = curl(&lab, "www.example2.com", "/bytes/1000000");
-    assert_eq!(status, 200, "{text}");
-    assert!(text.len() > 1_000_000, "{}", text.len());
+    let r = last.unwrap();
+    assert_eq!(r.instance().as_deref(), Some("sf2"), "{r:?}");
+    // A larger body, every byte checked (the SF's byte k is k % 251).
+    let r = curl(&lab, "www.example2.com", "/bytes/1000000");
+    assert_eq!(r.status, 200, "{}", r.head);
+    assert_eq!(r.body.len(), 1_000_000);
+    assert!(r
+        .body
+        .iter()
+        .enumerate()
+        .all(|(k, &b)| b == (k % 251) as u8));
     // Explicit proxy: the absolute-form target names the service.
     let out = lab.exec(
         "client",
@@ -207,9 +65,9 @@ fn curl_by_name_through_the_chain() {
         "{text}"
     );
     // Unknown name.
-    let (status, text) = curl(&lab, "www.nowhere.example", "/");
-    assert_eq!(status, 502, "{text}");
-    assert!(text.contains("unknown service name"), "{text}");
+    let r = curl(&lab, "www.nowhere.example", "/");
+    assert_eq!(r.status, 502, "{r:?}");
+    assert!(r.body_text().contains("unknown service name"), "{r:?}");
     let v = lab.ctl("nsff1", &["txns"]);
     assert!(v.get("live").is_some(), "{v}");
     lab.down();

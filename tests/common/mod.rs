@@ -8,6 +8,8 @@
 // Each test binary uses a subset of these helpers.
 #![allow(dead_code)]
 
+pub(crate) mod chain;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
