@@ -6,7 +6,10 @@ use serde::{Deserialize, Serialize};
 use svcroute_stack::wire::gff::PathId;
 use svcroute_stack::wire::nr::{Fqdn, NsffId};
 
+use svcroute_stack::wire::nsh::Spi;
+
 use crate::cache::{CacheConfig, CacheConfigError};
+use crate::classic::{ClassicConfig, Nnlm, Row, MAX_ROWS};
 use crate::transport::{self, TransportConfig};
 
 /// One local service function (`[[nsff.sf]]`).
@@ -24,6 +27,27 @@ pub struct SfConfig {
 
 const fn default_http_port() -> u16 {
     80
+}
+
+/// One nNLM row (`[[nsff.nnlm]]`, SPEC §1.4): (SPI, SI) → next hop and TE.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NnlmRowConfig {
+    /// Service path identifier, 0..=0xFFFFFF.
+    pub spi: u32,
+    /// Service index, 0..=255.
+    pub si: u32,
+    /// An IPv4 or IPv6 address, a MAC, a name (optionally with a `/path`),
+    /// `http-service` or `end`.
+    pub next_hop: String,
+    /// `vxlan-gpe`, `gre`, `ethernet`, `http` or `none`.
+    pub te: String,
+    /// Egress port index (classic TEs; needed for a MAC next hop).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<usize>,
+    /// VNI for `vxlan-gpe` (default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vni: Option<u32>,
 }
 
 /// nSFF settings.
@@ -73,6 +97,10 @@ pub struct NsffConfig {
     pub transport: TransportConfig,
     /// The FQDN cache (`[nsff.cache]`).
     pub cache: CacheConfig,
+    /// The nNLM (`[[nsff.nnlm]]`); its classic rows drive the classic SFF.
+    pub nnlm: Vec<NnlmRowConfig>,
+    /// The classic SFF (`[nsff.classic]`).
+    pub classic: ClassicConfig,
 }
 
 impl Default for NsffConfig {
@@ -97,6 +125,8 @@ impl Default for NsffConfig {
             sf: Vec::new(),
             transport: TransportConfig::default(),
             cache: CacheConfig::default(),
+            nnlm: Vec::new(),
+            classic: ClassicConfig::default(),
         }
     }
 }
@@ -122,6 +152,22 @@ pub enum ConfigError {
     /// The cache section.
     #[error("nsff.cache: {0}")]
     Cache(#[from] CacheConfigError),
+    /// A bad nNLM row (`row` counts from 0 in file order).
+    #[error("nsff.nnlm[{row}] `{key}`: {why}")]
+    Nnlm {
+        /// Index of the row.
+        row: usize,
+        /// The key to blame.
+        key: &'static str,
+        /// Why.
+        why: String,
+    },
+    /// A classic SFF setting out of range.
+    #[error(
+        "nsff.classic.{0}: out of range (mtu 1280..=65535, max_pending and \
+         resolve_timeout_ms non-zero)"
+    )]
+    Classic(&'static str),
 }
 
 impl NsffConfig {
@@ -139,7 +185,34 @@ impl NsffConfig {
             return Err(ConfigError::Zero);
         }
         self.transport.validate()?;
+        self.nnlm()?;
+        if let Some(key) = self.classic.invalid_key() {
+            return Err(ConfigError::Classic(key));
+        }
         Ok(())
+    }
+
+    /// The nNLM built from the `[[nsff.nnlm]]` rows; the first bad row is
+    /// named by index and key.
+    pub fn nnlm(&self) -> Result<Nnlm, ConfigError> {
+        let mut table = Nnlm::new();
+        for (i, r) in self.nnlm.iter().enumerate() {
+            let err = |key, why: String| ConfigError::Nnlm { row: i, key, why };
+            let spi =
+                Spi::new(r.spi).ok_or_else(|| err("spi", format!("{} is over 24 bits", r.spi)))?;
+            let si = u8::try_from(r.si).map_err(|_| err("si", format!("{} is over 255", r.si)))?;
+            let row = Row::new(&r.next_hop, &r.te, r.port, r.vni).map_err(|e| err(e.key, e.why))?;
+            if table.len() >= MAX_ROWS {
+                return Err(err(
+                    "spi",
+                    format!("the nNLM holds at most {MAX_ROWS} rows"),
+                ));
+            }
+            if !table.insert(spi, si, row) {
+                return Err(err("si", format!("spi {spi} si {si} already has a row")));
+            }
+        }
+        Ok(table)
     }
 
     /// The nSFF ID.
@@ -167,5 +240,85 @@ impl NsffConfig {
     /// The port local SFs are reached over.
     pub fn sf_port(&self) -> usize {
         self.sf_port.unwrap_or(self.client_port)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(spi: u32, si: u32, next_hop: &str, te: &str) -> NnlmRowConfig {
+        NnlmRowConfig {
+            spi,
+            si,
+            next_hop: next_hop.into(),
+            te: te.into(),
+            port: None,
+            vni: None,
+        }
+    }
+
+    #[track_caller]
+    fn error_of(rows: Vec<NnlmRowConfig>) -> String {
+        let cfg = NsffConfig {
+            nnlm: rows,
+            ..NsffConfig::default()
+        };
+        cfg.validate().unwrap_err().to_string()
+    }
+
+    #[test]
+    fn nnlm_rows_are_checked_and_errors_name_row_and_key() {
+        let good = vec![
+            row(10, 255, "10.0.2.10", "vxlan-gpe"),
+            row(10, 254, "fd00:2::10", "gre"),
+            row(11, 255, "www.example.com/x", "http"),
+            row(11, 254, "http-service", "http"),
+            row(11, 253, "end", "none"),
+        ];
+        let cfg = NsffConfig {
+            nnlm: good.clone(),
+            ..NsffConfig::default()
+        };
+        assert_eq!(cfg.validate(), Ok(()));
+        assert_eq!(cfg.nnlm().unwrap().len(), 5);
+
+        let mut rows = good.clone();
+        rows.push(row(1 << 24, 1, "10.0.0.1", "gre"));
+        assert_eq!(
+            error_of(rows),
+            "nsff.nnlm[5] `spi`: 16777216 is over 24 bits"
+        );
+        assert_eq!(
+            error_of(vec![row(1, 256, "10.0.0.1", "gre")]),
+            "nsff.nnlm[0] `si`: 256 is over 255"
+        );
+        let e = error_of(vec![
+            row(1, 1, "10.0.0.1", "gre"),
+            row(1, 1, "10.0.0.2", "gre"),
+        ]);
+        assert_eq!(e, "nsff.nnlm[1] `si`: spi 1 si 1 already has a row");
+        let e = error_of(vec![row(1, 1, "10.0.0.1", "udp")]);
+        assert!(e.starts_with("nsff.nnlm[0] `te`: \"udp\""), "{e}");
+        let e = error_of(vec![row(1, 1, "02:00:00:00:00:01", "ethernet")]);
+        assert!(e.starts_with("nsff.nnlm[0] `port`"), "{e}");
+        let e = error_of(vec![row(1, 1, "bad name!", "gre")]);
+        assert!(e.starts_with("nsff.nnlm[0] `next_hop`"), "{e}");
+        let mut r = row(1, 1, "10.0.0.1", "gre");
+        r.vni = Some(5);
+        assert!(error_of(vec![r]).starts_with("nsff.nnlm[0] `vni`"));
+
+        let cfg = NsffConfig {
+            classic: ClassicConfig {
+                mtu: 100,
+                ..ClassicConfig::default()
+            },
+            ..NsffConfig::default()
+        };
+        assert!(cfg
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .starts_with("nsff.classic.mtu"));
     }
 }

@@ -16,6 +16,10 @@
 //! - [`node`]: the [`Nsff`] role: HTTP proxy by `Host` name (or explicit
 //!   proxy target) over the transport, local SFs with health checks, NR
 //!   registration ([`config`]: `[nsff]`).
+//! - [`classic`]: the classic SFF beside it (SPEC §1.4 classic next hops):
+//!   NSH over Ethernet, GRE or VXLAN-GPE in, nNLM lookup by (SPI, SI), TTL
+//!   decremented, re-encapsulated toward the row's next hop
+//!   (`[[nsff.nnlm]]`, `[nsff.classic]`).
 //!
 //! See `docs/nsff.md`.
 
@@ -23,9 +27,10 @@
 #![warn(missing_docs)]
 
 pub mod cache;
+pub mod classic;
 pub mod config;
 pub mod node;
 pub mod transport;
 
-pub use config::{NsffConfig, SfConfig};
+pub use config::{NnlmRowConfig, NsffConfig, SfConfig};
 pub use node::Nsff;

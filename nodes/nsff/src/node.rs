@@ -54,6 +54,7 @@ use svcroute_stack::wire::nr::{self, Fqdn, NsffId, Registration, Tlv, Tlvs, ALL_
 use svcroute_stack::wire::nsff::Txn;
 
 use crate::cache::{CacheEvent, CacheStats, Lookup, PathCache, Route, Unresolved};
+use crate::classic::Classic;
 use crate::config::{ConfigError, NsffConfig};
 use crate::transport::{Endpoint, Event, Stats, TxnStats};
 
@@ -318,6 +319,8 @@ pub struct Nsff {
     closing: Vec<(Instant, SocketHandle)>,
     /// Open SF connections between requests: (SF, handle, idle since).
     idle: Vec<((IpAddress, u16), SocketHandle, Instant)>,
+    /// The classic SFF (NSH over Ethernet, GRE, VXLAN-GPE).
+    classic: Classic,
 }
 
 impl Nsff {
@@ -342,6 +345,7 @@ impl Nsff {
             })
             .collect();
         let cache = PathCache::new(me, cfg.nr_path(), cfg.cache.clone(), None)?;
+        let classic = Classic::new(cfg.nnlm()?, cfg.classic.clone());
         Ok(Self {
             me,
             sfs,
@@ -362,6 +366,7 @@ impl Nsff {
             next_local_port: 49152,
             closing: Vec::new(),
             idle: Vec::new(),
+            classic,
             cfg,
         })
     }
@@ -1307,6 +1312,7 @@ impl Role for Nsff {
     }
 
     fn start(&mut self, cx: &mut Context<'_>) {
+        self.classic.learn_ports(cx);
         if let Some(p) = cx.ports.get(self.cfg.fabric_port) {
             let smoltcp::wire::HardwareAddress::Ethernet(m) = p.iface.hardware_addr();
             self.mac = m;
@@ -1341,7 +1347,7 @@ impl Role for Nsff {
     }
 
     fn poll(&mut self, cx: &mut Context<'_>) -> bool {
-        let mut any = false;
+        let mut any = self.classic.poll(cx);
         if self.register_now || self.next_register.is_some_and(|t| t <= cx.now) {
             self.register(cx.now, cx.out, cx.stats);
             any = true;
@@ -1430,6 +1436,7 @@ impl Role for Nsff {
             self.next_register,
             health,
             clients,
+            self.classic.poll_at(),
         ]
         .into_iter()
         .flatten()
@@ -1437,6 +1444,9 @@ impl Role for Nsff {
     }
 
     fn ingress(&mut self, cx: &mut FrameContext<'_>, port: usize, frame: &mut Vec<u8>) -> Verdict {
+        if let Some(v) = self.classic.ingress(cx, port, frame) {
+            return v;
+        }
         let Some(g) = parse_gff(frame) else {
             if let Err(reason) = check_frame(frame) {
                 return Verdict::Drop(reason);
@@ -1471,7 +1481,7 @@ impl Role for Nsff {
         false
     }
 
-    fn control(&mut self, _cx: &mut Context<'_>, _id: u64, args: &[String]) -> ControlReply {
+    fn control(&mut self, cx: &mut Context<'_>, _id: u64, args: &[String]) -> ControlReply {
         let cmd = args.first().map(String::as_str).unwrap_or("");
         let v = match cmd {
             "cache" => json!({
@@ -1495,11 +1505,13 @@ impl Role for Nsff {
                 "clients": self.clients.len(),
                 "sf_jobs": self.jobs.len(),
             }),
+            "nnlm" => self.classic.control(cx.stats),
             "help" => json!({
                 "commands": [
                     "cache: FQDN cache size, pending resolutions, counters",
                     "txns: transport transactions and counters",
                     "sfs: local service functions, client connections, SF exchanges",
+                    "nnlm: the nNLM rows, classic SFF counters, packets waiting for a MAC",
                     "help: this list (and the node commands ping, stats, ports)",
                 ],
             }),
