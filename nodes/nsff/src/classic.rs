@@ -1025,6 +1025,53 @@ fn send(out: &mut Outbox, stats: &mut Counters, f: Forward) {
     out.inject(f.port, Direction::ToWire, f.frame);
 }
 
+/// The body of the `nsff_classic` fuzz target: [`process`] on `data` (its
+/// first octet picks the arrival port) with a table that has a row of
+/// every kind, on two ports with IPv4 and IPv6 addresses and a gateway.
+/// Never panics; a forwarded frame fits the MTU and leaves by a real port.
+#[doc(hidden)]
+pub fn fuzz_process(data: &[u8]) {
+    let Some((&pick, frame)) = data.split_first() else {
+        return;
+    };
+    let cidr = |s: &str| s.parse::<IpCidr>().ok();
+    let ports: Vec<PortView> = [
+        (0x10, ["10.0.1.1/24", "fd00:1::1/64"], None),
+        (0x11, ["10.0.2.1/24", "fd00:2::1/64"], Some("10.0.2.254")),
+    ]
+    .into_iter()
+    .map(|(m, addrs, gw)| PortView {
+        mac: EthernetAddress([0x02, 0, 0, 0, 0, m]),
+        addrs: addrs.iter().filter_map(|a| cidr(a)).collect(),
+        gateways: gw
+            .and_then(|g| g.parse::<Ipv4Addr>().ok())
+            .map(IpAddress::Ipv4)
+            .into_iter()
+            .collect(),
+    })
+    .collect();
+    let mut table = Nnlm::new();
+    let rows: [(u32, u8, &str, &str, Option<usize>); 7] = [
+        (100, 255, "10.0.2.10", "vxlan-gpe", None),
+        (101, 255, "fd00:2::20", "gre", None),
+        (102, 255, "02:00:00:00:00:5f", "ethernet", Some(1)),
+        (103, 255, "10.9.9.9", "vxlan-gpe", None),
+        (104, 255, "fd00:1::30", "ethernet", None),
+        (400, 255, "www.example.com", "http", None),
+        (401, 255, "end", "none", None),
+    ];
+    for (spi, si, hop, te, port) in rows {
+        if let (Some(spi), Ok(row)) = (Spi::new(spi), Row::new(hop, te, port, Some(7))) {
+            table.insert(spi, si, row);
+        }
+    }
+    let mtu = 1500;
+    if let Outcome::Forward(f) = process(&table, &ports, mtu, usize::from(pick % 2), frame) {
+        assert!(f.port < ports.len(), "{f:?}");
+        assert!(f.frame.len() <= 14 + mtu, "{}", f.frame.len());
+    }
+}
+
 #[cfg(test)]
 mod test {
     use proptest::prelude::*;
