@@ -51,7 +51,7 @@
 //! [`Endpoint::handle_timeout`] when the deadline passes (spurious calls are
 //! harmless). Nothing here reads a clock.
 
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 
 use serde::{Deserialize, Serialize};
 use smoltcp::time::{Duration, Instant};
@@ -427,6 +427,10 @@ pub struct Endpoint {
     id: NsffId,
     cfg: TransportConfig,
     txns: BTreeMap<Txn, Conn>,
+    /// Every transaction's next deadline ([`Conn::armed`]), earliest
+    /// first: the timers are found without walking every transaction
+    /// (thousands linger at a few thousand requests per second).
+    timers: BTreeSet<(Instant, Txn)>,
     active: usize,
     next_counter: u32,
     lingering: VecDeque<Txn>,
@@ -435,6 +439,10 @@ pub struct Endpoint {
     transmits: VecDeque<Transmit>,
     events: VecDeque<Event>,
     stats: Stats,
+    /// Due transactions `handle_timeout` looked at (the cost the timer
+    /// index keeps to what is due).
+    #[cfg(test)]
+    deadline_scans: std::cell::Cell<u64>,
 }
 
 impl Endpoint {
@@ -446,6 +454,7 @@ impl Endpoint {
             id,
             cfg,
             txns: BTreeMap::new(),
+            timers: BTreeSet::new(),
             active: 0,
             next_counter: first_counter & Txn::MAX_COUNTER,
             lingering: VecDeque::new(),
@@ -454,6 +463,8 @@ impl Endpoint {
             transmits: VecDeque::new(),
             events: VecDeque::new(),
             stats: Stats::default(),
+            #[cfg(test)]
+            deadline_scans: std::cell::Cell::new(0),
         })
     }
 
@@ -531,6 +542,7 @@ impl Endpoint {
         };
         let conn = Conn::new(&self.cfg, Side::Origin, dst_path, open, now);
         self.txns.insert(txn, conn);
+        self.rearm(txn);
         self.active += 1;
         self.stats.opened += 1;
         Ok(txn)
@@ -630,45 +642,85 @@ impl Endpoint {
     /// Run the timers due at `now`.
     pub fn handle_timeout(&mut self, now: Instant) {
         let due: Vec<Txn> = self
-            .txns
+            .timers
             .iter()
-            .filter(|(_, c)| c.deadline(&self.cfg).is_some_and(|t| t <= now))
-            .map(|(t, _)| *t)
+            .take_while(|(t, _)| *t <= now)
+            .map(|(_, txn)| *txn)
             .collect();
+        #[cfg(test)]
+        self.deadline_scans
+            .set(self.deadline_scans.get() + due.len() as u64);
         for txn in due {
+            self.on_deadline(now, txn);
+            self.rearm(txn);
+        }
+    }
+
+    /// The timers of `txn` that are due at `now`.
+    fn on_deadline(&mut self, now: Instant, txn: Txn) {
+        {
             let Some(c) = self.txns.get_mut(&txn) else {
-                continue;
+                return;
             };
             if let Phase::Lingering { until } = c.phase {
                 if until <= now {
                     self.remove(txn);
                 }
-                continue;
+                return;
             }
             if now >= c.last_rx + TransportConfig::ms(self.cfg.idle_timeout_ms) {
                 self.fail(txn, FailReason::Idle);
-                continue;
+                return;
             }
             if c.send.rto_at.is_some_and(|t| t <= now) {
                 if let Err(reason) = c.on_rto(now, &self.cfg, txn, &mut self.transmits) {
                     self.fail(txn, reason);
-                    continue;
+                    return;
                 }
             }
-            if let Some(c) = self.txns.get_mut(&txn) {
-                if c.recv.timer_at.is_some_and(|t| t <= now) {
-                    c.on_recv_timer(now, &self.cfg, txn, &mut self.transmits);
-                }
+        }
+        if let Some(c) = self.txns.get_mut(&txn) {
+            if c.recv.timer_at.is_some_and(|t| t <= now) {
+                c.on_recv_timer(now, &self.cfg, txn, &mut self.transmits);
             }
         }
     }
 
     /// The earliest timer, if any.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.txns
-            .values()
-            .filter_map(|c| c.deadline(&self.cfg))
-            .min()
+        let next = self.timers.first().map(|(t, _)| *t);
+        // The index must agree with the transactions (every path that moves
+        // a deadline ends in `rearm`); checked where it costs nothing in
+        // production.
+        #[cfg(debug_assertions)]
+        {
+            let scanned = self
+                .txns
+                .values()
+                .filter_map(|c| c.deadline(&self.cfg))
+                .min();
+            debug_assert_eq!(next, scanned, "transport timer index out of date");
+        }
+        next
+    }
+
+    /// Put `txn`'s current deadline into the timer index (or take it out
+    /// when the transaction is gone).
+    fn rearm(&mut self, txn: Txn) {
+        let Some(c) = self.txns.get_mut(&txn) else {
+            return;
+        };
+        let at = c.deadline(&self.cfg);
+        if at == c.armed {
+            return;
+        }
+        if let Some(old) = c.armed {
+            self.timers.remove(&(old, txn));
+        }
+        if let Some(at) = at {
+            self.timers.insert((at, txn));
+        }
+        c.armed = at;
     }
 
     /// The next packet to send.
@@ -787,8 +839,13 @@ impl Endpoint {
     }
 
     /// After any change to `txn`: deliver, acknowledge, start windows, raise
-    /// events, retire a finished transaction.
+    /// events, retire a finished transaction; then re-index its deadline.
     fn pump(&mut self, now: Instant, txn: Txn) {
+        self.pump_streams(now, txn);
+        self.rearm(txn);
+    }
+
+    fn pump_streams(&mut self, now: Instant, txn: Txn) {
         let Some(c) = self.txns.get_mut(&txn) else {
             return;
         };
@@ -850,10 +907,15 @@ impl Endpoint {
         let Some(c) = self.txns.remove(&txn) else {
             return;
         };
+        if let Some(at) = c.armed {
+            self.timers.remove(&(at, txn));
+        }
         if c.phase == Phase::Active {
             self.active -= 1;
-        } else {
-            self.lingering.retain(|t| *t != txn);
+        } else if let Some(i) = self.lingering.iter().position(|t| *t == txn) {
+            // Lingering ends about in the order it began (one `linger_ms`):
+            // the transaction is at or near the front.
+            self.lingering.remove(i);
         }
         self.stats.txns.add(&c.stats);
         if self.closed_set.insert(txn) {
@@ -898,6 +960,8 @@ struct Conn {
     stats: TxnStats,
     last_rx: Instant,
     phase: Phase,
+    /// The deadline this transaction has in [`Endpoint::timers`].
+    armed: Option<Instant>,
 }
 
 #[derive(Debug)]
@@ -999,6 +1063,7 @@ impl Conn {
             stats: TxnStats::default(),
             last_rx: now,
             phase: Phase::Active,
+            armed: None,
         }
     }
 
