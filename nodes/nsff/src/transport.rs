@@ -986,6 +986,8 @@ struct Sender {
     window_cut: bool,
     /// A count-0 that looked stale was answered with a probe this window.
     window_probed: bool,
+    /// How long after the window left that count-0 came.
+    probed_age: Option<Duration>,
     cwnd: u16,
     srtt: Option<Duration>,
     rttvar: Duration,
@@ -1035,6 +1037,7 @@ impl Conn {
                 window_resent: false,
                 window_cut: false,
                 window_probed: false,
+                probed_age: None,
                 cwnd: cfg.initial_cwnd,
                 srtt: None,
                 rttvar: Duration::ZERO,
@@ -1127,6 +1130,7 @@ impl Conn {
         s.window_resent = false;
         s.window_cut = false;
         s.window_probed = false;
+        s.probed_age = None;
         for data in chunks {
             let seq = s.next_seq;
             s.next_seq += 1;
@@ -1257,6 +1261,7 @@ impl Conn {
                 let s = &mut self.send;
                 if !s.window_probed {
                     s.window_probed = true;
+                    s.probed_age = Some(age);
                     s.window_resent = true;
                     if let Some((_, last)) = s.window.iter_mut().next_back() {
                         last.last_sent = now;
@@ -1279,7 +1284,18 @@ impl Conn {
         }
         if seqs == [self.send.window_end] {
             // "I expect the packet after your window": cumulative ack.
-            self.window_acked(now, cfg, false);
+            // After a probe it says the count 0 that looked stale was
+            // honest: the window grows as that count 0 would have grown it,
+            // and its age is an RTT sample, or the minimum a slow first
+            // window set would keep every later ack looking stale. A
+            // duplicate that slipped through cannot pull the minimum down
+            // by more than a factor of 4 at once.
+            let honest = self.send.probed_age.take();
+            if let Some(age) = honest {
+                let s = &mut self.send;
+                s.min_rtt = s.min_rtt.map(|m| m.min(age.max(m / 4)));
+            }
+            self.window_acked(now, cfg, honest.is_some());
             return;
         }
         if seqs.iter().any(|s| self.send.window.contains_key(s)) {

@@ -575,6 +575,36 @@ fn a_fast_honest_ack_after_a_slow_first_window_is_not_lost() {
     assert_eq!(n.a.totals().rtos, 0, "the requester waited for an RTO");
 }
 
+/// Over TAPs a transaction's first window often waits longer than the
+/// rest (here: 8 ms late); its RTT sample then set a minimum that made every
+/// later honest ack look stale, and every window cost a probe round trip.
+/// The probe's answer now confirms the ack, and its age becomes a sample.
+#[test]
+fn a_slow_first_window_does_not_make_every_later_ack_look_stale() {
+    let mut first = true;
+    let mut n = Net::new(
+        &cfg(),
+        payload(200_000, 9),
+        Box::new(move |d, t| {
+            if d == Dir::AtoB && first && data_of(t).is_some() {
+                first = false;
+                return Fate::Late(8);
+            }
+            Fate::Deliver
+        }),
+    );
+    assert!(n.run(Duration::from_secs(30)));
+    n.check();
+    let windows = n.a.totals().acks_in;
+    assert!(windows > 10, "{windows}");
+    assert!(
+        n.a.stats().stale_acks <= 2,
+        "{} of {windows} acks looked stale",
+        n.a.stats().stale_acks
+    );
+    assert_eq!(n.a.totals().rtos, 0);
+}
+
 #[test]
 fn lost_end_marker_recovered() {
     let len = cfg().max_data(true) + 2 * cfg().max_data(false);
