@@ -485,6 +485,59 @@ fn a_syn_burst_beyond_listeners_is_accepted() {
     lab.down();
 }
 
+/// The idle timeout closes connections on which nothing moves, not a slow
+/// upload or download still in progress (it used to count only from the
+/// last complete request).
+#[test]
+fn slow_transfers_outlive_the_idle_timeout() {
+    if !root_or_skip() {
+        return;
+    }
+    let name = common::lab_name('h', 'i');
+    let lab = Lab::up(
+        &name,
+        &segment_lab(
+            &name,
+            &[
+                node("h1", 2, "instance = \"slow\"\nidle_timeout_s = 1"),
+                client(),
+            ],
+        ),
+    );
+    // ~3 s each way at 100 kB/s, three idle timeouts.
+    let up = lab.exec(
+        "client",
+        30,
+        &[
+            "sh",
+            "-c",
+            "head -c 300000 /dev/zero | tr '\\0' u > /tmp/svcroute-slow-$$ && \
+             curl -sS -m 20 --limit-rate 100k --data-binary @/tmp/svcroute-slow-$$ \
+             -o /dev/null -w '%{http_code} %{size_upload}' http://10.0.0.2/echo; \
+             rc=$?; rm -f /tmp/svcroute-slow-$$; exit $rc",
+        ],
+    );
+    assert_eq!(common::text(&up).trim(), "200 300000", "slow upload");
+    let down = curl(
+        &lab,
+        &[
+            "--limit-rate",
+            "100k",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code} %{size_download}",
+            "http://10.0.0.2/bytes/300000",
+        ],
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&down.stdout).trim(),
+        "200 300000",
+        "slow download"
+    );
+    lab.down();
+}
+
 // ---------------------------------------------------------------------------
 // Lab files.
 

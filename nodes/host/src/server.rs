@@ -61,7 +61,12 @@ fn pool(port: u16, cfg: &HostConfig) -> ListenPool {
 struct Conn {
     handle: SocketHandle,
     http: ServerConn,
+    /// The last time bytes moved either way (a request arrived, request
+    /// bytes were waiting, or the peer took response bytes).
     last: Instant,
+    /// The send queue after the last serve: a shorter one means the peer
+    /// acknowledged response bytes.
+    sent_queue: usize,
     /// Remaining bytes of a streamed `/bytes/<n>` body: (next offset, end).
     stream: Option<(u64, u64)>,
 }
@@ -161,6 +166,7 @@ impl Server {
                         handle,
                         http: ServerConn::new(self.limits),
                         last: now,
+                        sent_queue: 0,
                         stream: None,
                     });
                     any = true;
@@ -184,7 +190,13 @@ impl Server {
                     instance: &self.instance,
                     max_generated: self.cfg.max_generated_body as u64,
                 };
+                // A long upload or download is not idle: only a connection
+                // on which nothing moved for idle_timeout_s is.
+                if sock.recv_queue() > 0 || sock.send_queue() < c.sent_queue {
+                    c.last = now;
+                }
                 let (progress, closed) = serve(c, sock, now, &site, &mut self.requests, cx.stats);
+                c.sent_queue = sock.send_queue();
                 any |= progress;
                 let idle = sweep && now - c.last > Duration::from_secs(self.cfg.idle_timeout_s);
                 if closed || idle {
