@@ -429,12 +429,15 @@ impl Shim {
             };
             return self.egress_client(now, port, frame, f, stats);
         }
-        if self.instance.is_empty() {
+        if self.instance.is_empty() && self.bound.is_empty() {
             return Verdict::Pass;
         }
         let Some(f) = frame::flow(frame) else {
             return Verdict::Pass;
         };
+        if f.proto == IpProtocol::Tcp && f.tcp_has(SYN) && !f.tcp_has(ACK) {
+            self.forget_closed_binding(&f, stats);
+        }
         let key = InstanceKey {
             proto: f.proto.into(),
             local_port: f.sport,
@@ -445,6 +448,33 @@ impl Shim {
             return self.egress_instance(now, port, frame, f, key, stats);
         }
         Verdict::Pass
+    }
+
+    /// A plain connection (not through a virtual address) opens from a local
+    /// port that a closed, lingering ROSA flow bound to the same instance
+    /// and port: the instance's answers are this connection's now, not the
+    /// old flow's, so forget that binding (else they would be rewritten to
+    /// come from the virtual address and the transport would reset them).
+    fn forget_closed_binding(&mut self, f: &Flow, stats: &mut Counters) {
+        let bk = BoundKey {
+            proto: f.proto.into(),
+            instance: f.dst,
+            remote_port: f.dport,
+            local_port: f.sport,
+        };
+        let Some(&virt) = self.bound.get(&bk) else {
+            return;
+        };
+        let key = ClientKey {
+            proto: bk.proto,
+            virt,
+            remote_port: f.dport,
+            local_port: f.sport,
+        };
+        if self.client.get(&key).is_some_and(|c| c.close.closed()) {
+            self.bound.remove(&bk);
+            stats.bump("rosa.binding_released");
+        }
     }
 
     /// Learn that `addr` is at `mac` on `port` (the driver's neighbour

@@ -425,6 +425,53 @@ fn client_requests_until_the_response_then_sends_to_the_instance() {
     assert_eq!(stats.drops(), 0, "{stats:?}");
 }
 
+/// Found by bench-rosa: the kernel reused a local port of a closed ROSA
+/// flow for a plain connection to the same instance and port; the
+/// instance's SYN-ACK was rewritten to come from the virtual address and
+/// the kernel reset it, for as long as the old flow lingered.
+#[test]
+fn a_plain_connection_reusing_a_closed_flows_port_is_left_alone() {
+    let (mut shim, mut stats) = client(RosaConfig::default());
+    let v = virt_of(&mut shim);
+    let bind = |shim: &mut Shim, stats: &mut Counters, at: i64| {
+        let mut f = tcp(CLIENT_MAC, SAR_MAC, CLIENT, v, CPORT, 80, SYN_, b"");
+        assert_eq!(shim.egress(t(at), 0, &mut f, stats), Verdict::Pass);
+        let mut f = with_rosa(
+            tcp(SAR_MAC, CLIENT_MAC, SAR, CLIENT, 80, CPORT, SYNACK, b""),
+            &response(SI1),
+        );
+        assert_eq!(ingress(shim, stats, t(at + 1), &mut f), Verdict::Pass);
+        assert_eq!(shim.bound_instance(IpProtocol::Tcp, CPORT), Some(SI1));
+    };
+    let plain_syn = || tcp(CLIENT_MAC, SAR_MAC, CLIENT, SI1, CPORT, 80, SYN_, b"");
+    let plain_synack = || tcp(SI1_MAC, CLIENT_MAC, SI1, CLIENT, 80, CPORT, SYNACK, b"");
+
+    // While the ROSA flow is open, its binding stays.
+    bind(&mut shim, &mut stats, 1);
+    let mut f = plain_syn();
+    assert_eq!(shim.egress(t(3), 0, &mut f, &mut stats), Verdict::Pass);
+    assert_eq!(stats.get("rosa.binding_released"), 0);
+
+    // Closed (reset by the client): a plain SYN from the same port to the
+    // same instance and port releases it, and the instance's answer
+    // reaches the kernel as it is.
+    let rst = Tcp {
+        flags: 0x04,
+        seq: 1001,
+        ack: 0,
+    };
+    let mut f = tcp(CLIENT_MAC, SAR_MAC, CLIENT, v, CPORT, 80, rst, b"");
+    let _ = shim.egress(t(4), 0, &mut f, &mut stats);
+    let mut f = plain_syn();
+    assert_eq!(shim.egress(t(5), 0, &mut f, &mut stats), Verdict::Pass);
+    assert_eq!(wire(&f).dst, SI1);
+    assert_eq!(stats.get("rosa.binding_released"), 1);
+    let mut f = plain_synack();
+    assert_eq!(ingress(&mut shim, &mut stats, t(6), &mut f), Verdict::Pass);
+    assert_eq!((wire(&f).src, wire(&f).dst), (SI1, CLIENT));
+    assert_eq!(stats.drops(), 0, "{stats:?}");
+}
+
 #[test]
 fn a_late_duplicate_response_is_harmless_and_another_instance_is_reset() {
     let (mut shim, mut stats) = client(RosaConfig::default());
