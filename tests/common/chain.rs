@@ -6,9 +6,16 @@
 //!   client (kernel) 10.0.1.10 ── cli ── nsff1 ── n1 ── f1 ── fab ── f2 ── n2 ── nsff2 ── sfs ── sf2
 //!                                       10.0.1.1 │     │                          10.0.2.1     10.0.2.10
 //!                                        10.0.3.1 s1    nrs ── nr
-//!                                                 │
-//!                                       sf1 10.0.3.10 (Opts::sf1 only)
+//!                                                 │                                            │
+//!                                       sf1 10.0.3.10 (Opts::sf1 only)             tls2 10.0.2.20 (Opts::tls only)
 //! ```
+//!
+//! With [`Opts::tls`], kernel hosts serve HTTPS (`openssl s_server -WWW`,
+//! files of their own directory) and HTTP (`python3 -m http.server`) for
+//! a name: `tls2` (10.0.2.20, on nSFF2's SF segment) serves
+//! `www.example2.com` instead of `sf2`, and `tls1` (10.0.1.20, on the
+//! client segment, nSFF1's SF port) serves `www.example.com` locally at
+//! nSFF1.
 //!
 //! Links: f1 → NR 0, NR → f1 1, f1 → nSFF1 2, nSFF1 → f1 3, f2 → nSFF2 4,
 //! nSFF2 → f2 5, f1 → f2 10, f2 → f1 11. Both switches send their link
@@ -31,9 +38,19 @@ pub(crate) struct Opts {
     pub(crate) nsff1: &'static str,
     /// Extra names nSFF2's SF `sf2` serves.
     pub(crate) nsff2_names: &'static [&'static str],
+    /// TLS SFs (see the module doc): the directory with `cert.pem`,
+    /// `key.pem` and the hosts' document roots `tls1/` and `tls2/`.
+    /// Not with `sf1` (both serve `www.example.com` at nSFF1).
+    pub(crate) tls: Option<String>,
 }
 
 pub(crate) fn lab_file(name: &str, o: &Opts) -> String {
+    assert!(!(o.sf1 && o.tls.is_some()), "Opts::sf1 and Opts::tls");
+    let ex2 = if o.tls.is_some() {
+        "10.0.2.20"
+    } else {
+        "10.0.2.10"
+    };
     let mut s = format!(
         r#"name = "{name}"
 [[segment]]
@@ -121,7 +138,7 @@ link_out = 5
 nr_links = [5, 11, 0]
 [[node.config.sf]]
 fqdn = "www.example2.com"
-addr = "10.0.2.10"
+addr = "{ex2}"
 "#
     );
     let mut extra: Vec<&str> = o.nsff2_names.to_vec();
@@ -177,6 +194,16 @@ addrs = ["10.0.3.10/24"]
 instance = "sf1"
 "#;
     }
+    if let Some(dir) = &o.tls {
+        s += r#"
+[[node.config.sf]]
+fqdn = "www.example.com"
+addr = "10.0.1.20"
+"#;
+        for (host, seg, addr) in [("tls1", "cli", "10.0.1.20"), ("tls2", "sfs", "10.0.2.20")] {
+            s += &tls_host(dir, host, seg, addr);
+        }
+    }
     s += r#"
 [[host]]
 name = "client"
@@ -185,6 +212,25 @@ segment = "cli"
 addrs = ["10.0.1.10/24"]
 "#;
     s
+}
+
+/// A kernel host `host` at `addr` on segment `seg` serving the files of
+/// `<dir>/<host>/` over HTTPS (port 443, `<dir>/cert.pem`) and HTTP (80).
+fn tls_host(dir: &str, host: &str, seg: &str, addr: &str) -> String {
+    format!(
+        r#"
+[[host]]
+name = "{host}"
+commands = [
+  "cd {dir}/{host} && exec openssl s_server -quiet -WWW -accept 443 -cert {dir}/cert.pem -key {dir}/key.pem",
+  "cd {dir}/{host} && exec /usr/bin/python3 -m http.server 80 --bind {addr}",
+]
+wait_tcp = ["{addr}:443", "{addr}:80"]
+[[host.iface]]
+segment = "{seg}"
+addrs = ["{addr}/24"]
+"#
+    )
 }
 
 /// An HTTP answer as kernel curl saw it.

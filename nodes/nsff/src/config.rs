@@ -23,6 +23,14 @@ pub struct SfConfig {
     /// Its HTTP port. Default 80.
     #[serde(default = "default_http_port")]
     pub port: u16,
+    /// Its TLS port: passthrough sessions for its name connect here.
+    /// Default 443.
+    #[serde(default = "default_tls_port")]
+    pub tls_port: u16,
+}
+
+const fn default_tls_port() -> u16 {
+    443
 }
 
 const fn default_http_port() -> u16 {
@@ -74,6 +82,9 @@ pub struct NsffConfig {
     /// The explicit proxy port (absolute-form targets name the service;
     /// else `Host`). Default 3128; 0 = none.
     pub proxy_port: u16,
+    /// The client-facing TLS passthrough port: the ClientHello's SNI names
+    /// the service, TLS is not terminated. Default 443; 0 = none.
+    pub https_port: u16,
     /// Registrations are re-sent this often, ms (the RFC has no
     /// acknowledgement). Default 30000.
     pub register_interval_ms: u64,
@@ -115,6 +126,7 @@ impl Default for NsffConfig {
             nr_links: Vec::new(),
             http_port: 80,
             proxy_port: 3128,
+            https_port: 443,
             register_interval_ms: 30_000,
             health_interval_ms: 2000,
             health_timeout_ms: 1000,
@@ -140,6 +152,9 @@ pub enum ConfigError {
     /// An SF name is not a canonical FQDN.
     #[error("nsff.sf: bad fqdn {0:?}")]
     Fqdn(String),
+    /// Two listeners on one port.
+    #[error("nsff: http_port, proxy_port and https_port must differ ({0} twice)")]
+    SamePort(u16),
     /// A zero limit.
     #[error(
         "nsff: listeners, max_clients, register_interval_ms, health_timeout_ms, \
@@ -184,6 +199,12 @@ impl NsffConfig {
         {
             return Err(ConfigError::Zero);
         }
+        let ports = self.listen_ports();
+        for (i, (p, _)) in ports.iter().enumerate() {
+            if ports[..i].iter().any(|(q, _)| q == p) {
+                return Err(ConfigError::SamePort(*p));
+            }
+        }
         self.transport.validate()?;
         self.nnlm()?;
         if let Some(key) = self.classic.invalid_key() {
@@ -220,7 +241,7 @@ impl NsffConfig {
         NsffId::new(self.nsff_id).ok_or(ConfigError::NsffId)
     }
 
-    /// The local SFs with parsed names.
+    /// The local SFs with parsed names: (name, address, HTTP port).
     pub fn sfs(&self) -> Result<Vec<(Fqdn, IpAddr, u16)>, ConfigError> {
         self.sf
             .iter()
@@ -230,6 +251,19 @@ impl NsffConfig {
                 Ok((f, s.addr, s.port))
             })
             .collect()
+    }
+
+    /// The listening ports on `client_port` in pool order: `http_port`,
+    /// `proxy_port`, `https_port` (the TLS one flagged); 0 = not listening.
+    pub fn listen_ports(&self) -> Vec<(u16, bool)> {
+        [
+            (self.http_port, false),
+            (self.proxy_port, false),
+            (self.https_port, true),
+        ]
+        .into_iter()
+        .filter(|&(p, _)| p != 0)
+        .collect()
     }
 
     /// The pathID to the NR.
@@ -265,6 +299,29 @@ mod tests {
             ..NsffConfig::default()
         };
         cfg.validate().unwrap_err().to_string()
+    }
+
+    #[test]
+    fn https_port_and_tls_port_defaults() {
+        let cfg = NsffConfig::default();
+        assert_eq!(cfg.https_port, 443);
+        assert_eq!(
+            cfg.listen_ports(),
+            [(80, false), (3128, false), (443, true)]
+        );
+        let sf: SfConfig =
+            serde_json::from_str(r#"{"fqdn": "a.example", "addr": "10.0.2.10"}"#).unwrap();
+        assert_eq!((sf.port, sf.tls_port), (80, 443));
+        let off = NsffConfig {
+            https_port: 0,
+            ..NsffConfig::default()
+        };
+        assert_eq!(off.listen_ports(), [(80, false), (3128, false)]);
+        let same = NsffConfig {
+            https_port: 80,
+            ..NsffConfig::default()
+        };
+        assert_eq!(same.validate(), Err(ConfigError::SamePort(80)));
     }
 
     #[test]

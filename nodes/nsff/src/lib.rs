@@ -16,6 +16,9 @@
 //! - [`node`]: the [`Nsff`] role: HTTP proxy by `Host` name (or explicit
 //!   proxy target) over the transport, local SFs with health checks, NR
 //!   registration ([`config`]: `[nsff]`).
+//! - [`tls`]: the SNI of a TLS ClientHello, for TLS passthrough on
+//!   `https_port` (one transaction per TCP session, bytes relayed
+//!   unmodified both ways; see `node`).
 //! - [`classic`]: the classic SFF beside it (SPEC §1.4 classic next hops):
 //!   NSH over Ethernet, GRE or VXLAN-GPE in, nNLM lookup by (SPI, SI), TTL
 //!   decremented, re-encapsulated toward the row's next hop
@@ -30,6 +33,8 @@ pub mod cache;
 pub mod classic;
 pub mod config;
 pub mod node;
+mod relay;
+pub mod tls;
 pub mod transport;
 
 pub use config::{NnlmRowConfig, NsffConfig, SfConfig};

@@ -20,6 +20,15 @@
 //!   decoded up to the head, the SF is chosen by `Host`, a smoltcp TCP
 //!   connection to it (an idle one reused, else a new one) carries the request, and the SF's response (framed
 //!   with a [`ResponseDecoder`]) goes back on the same transaction.
+//! - **TLS passthrough** (`https_port`, 443): a connection's ClientHello is
+//!   read ([`tls::peek`]) until its SNI names the service; the name is
+//!   routed like a `Host` (local SF's `tls_port`, or one transaction for
+//!   the whole TCP session), and the bytes, the hello first, are relayed
+//!   unmodified both ways by a `relay::Pipe`, FINs passed on as half-closes.
+//!   The egress knows such a transaction by its first octet (0x16, a TLS
+//!   handshake record, which no HTTP request starts with), reads the same
+//!   hello and relays to its SF's `tls_port`. Refusals are one fatal TLS
+//!   alert and a close.
 //! - **NR**: every local SF's FQDN is registered (GFF 3 with the FQDN TLV)
 //!   at start, again after 1, 2, 4, ... s (doubling up to
 //!   `register_interval_ms`: the fabric and the NR may come up after us, and
@@ -56,6 +65,8 @@ use svcroute_stack::wire::nsff::Txn;
 use crate::cache::{CacheEvent, CacheStats, Lookup, PathCache, Route, Unresolved};
 use crate::classic::Classic;
 use crate::config::{ConfigError, NsffConfig};
+use crate::relay::{End, Pipe, Side};
+use crate::tls::{self, Alert, Peek};
 use crate::transport::{Endpoint, Event, Stats, TxnStats};
 
 const ETH_LEN: usize = 14;
@@ -289,6 +300,38 @@ struct Egress {
     req_eof: bool,
     job: Option<u64>,
     finished: bool,
+    /// A TLS passthrough transaction (its first octet was a handshake
+    /// record): the transaction (`a`) relayed to the SF's TLS port (`b`).
+    tls: Option<Pipe>,
+}
+
+/// A TLS passthrough session on `https_port`: the client connection (`a`
+/// of the pipe) relayed, once its ClientHello named the service, to a
+/// local SF's TLS port or over one transaction (`b`).
+#[derive(Debug)]
+struct TlsSession {
+    /// Index of the pool it came from.
+    pool: usize,
+    pipe: Pipe,
+    stage: TlsStage,
+    /// Last time anything moved.
+    active: Instant,
+}
+
+/// Where a TLS session is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum TlsStage {
+    /// Reading the ClientHello.
+    Hello,
+    /// The SNI name is being resolved at the NR.
+    Resolving(Fqdn),
+    /// Relaying to a local SF (`Local`) or over a transaction.
+    Relay { name: Fqdn, local: bool },
+    /// Refused or cut: an alert (if any) goes out, the client's bytes are
+    /// dropped, the connection closes.
+    Closing,
+    /// Both directions ended cleanly (counted once).
+    Done,
 }
 
 /// The nsff role.
@@ -297,13 +340,21 @@ pub struct Nsff {
     cfg: NsffConfig,
     me: NsffId,
     sfs: Vec<(Fqdn, IpAddress, u16)>,
+    /// Per SF, same order: its TLS port.
+    tls_ports: Vec<u16>,
     /// Per SF, same order.
     health: Vec<Health>,
     ep: Endpoint,
     cache: PathCache<u64>,
     mac: EthernetAddress,
-    /// Listening pools on `client_port`: `http_port`, then `proxy_port`.
+    /// Listening pools on `client_port`: `http_port`, `proxy_port`,
+    /// `https_port` (those that are not 0).
     pools: Vec<ListenPool>,
+    /// Per pool: whether it is the TLS passthrough one.
+    pool_tls: Vec<bool>,
+    /// TLS passthrough sessions (client side), by client ID (the same IDs
+    /// as `clients`: both wait on the cache).
+    tls: BTreeMap<u64, TlsSession>,
     clients: BTreeMap<u64, Client>,
     next_client: u64,
     jobs: BTreeMap<u64, SfJob>,
@@ -333,6 +384,7 @@ impl Nsff {
             .into_iter()
             .map(|(f, a, p)| (f, IpAddress::from(a), p))
             .collect();
+        let tls_ports = cfg.sf.iter().map(|s| s.tls_port).collect();
         let ep = Endpoint::new(me, cfg.transport.clone(), 0)?;
         let health = cfg
             .sf
@@ -349,11 +401,14 @@ impl Nsff {
         Ok(Self {
             me,
             sfs,
+            tls_ports,
             health,
             ep,
             cache,
             mac: EthernetAddress([0x02, 0, 0, 0, 0, 0]),
             pools: Vec::new(),
+            pool_tls: Vec::new(),
+            tls: BTreeMap::new(),
             clients: BTreeMap::new(),
             next_client: 1,
             jobs: BTreeMap::new(),
@@ -388,6 +443,16 @@ impl Nsff {
             .zip(&self.health)
             .find(|((f, _, _), h)| f == fqdn && h.healthy)
             .map(|(&(_, a, p), _)| (a, p))
+    }
+
+    /// A healthy local SF serving `fqdn`: its address and TLS port.
+    fn local_sf_tls(&self, fqdn: &Fqdn) -> Option<(IpAddress, u16)> {
+        self.sfs
+            .iter()
+            .zip(&self.tls_ports)
+            .zip(&self.health)
+            .find(|(((f, _, _), _), h)| f == fqdn && h.healthy)
+            .map(|(((_, a, _), &p), _)| (*a, p))
     }
 
     /// Send a (de)registration of `fqdn` to the NR.
@@ -578,24 +643,17 @@ impl Nsff {
                 self.closing.push((cx.now, h));
             }
         }
-        let local = self.next_local_port;
-        self.next_local_port = if local == u16::MAX { 49152 } else { local + 1 };
-        let Some(ps) = cx.ports.get_mut(p) else {
-            cx.stats.bump("nsff.sf_failed");
-            return self.new_job(SfJob::canned(502, "no port toward the service function"));
+        let h = match self.connect_tcp(cx, addr, port) {
+            Ok(h) => h,
+            Err(ConnectError::NoPort) => {
+                cx.stats.bump("nsff.sf_failed");
+                return self.new_job(SfJob::canned(502, "no port toward the service function"));
+            }
+            Err(ConnectError::Connect) => {
+                cx.stats.bump("nsff.sf_connect_error");
+                return self.new_job(SfJob::canned(502, "cannot connect to the service function"));
+            }
         };
-        let mut s = tcp::Socket::new(
-            tcp::SocketBuffer::new(vec![0; SOCK_BUF]),
-            tcp::SocketBuffer::new(vec![0; SOCK_BUF]),
-        );
-        s.set_nagle_enabled(false);
-        s.set_timeout(Some(Duration::from_secs(10)));
-        if let Err(e) = s.connect(ps.iface.context(), (addr, port), local) {
-            log::debug!("nsff: connect to SF {addr}:{port}: {e}");
-            cx.stats.bump("nsff.sf_connect_error");
-            return self.new_job(SfJob::canned(502, "cannot connect to the service function"));
-        }
-        let h = ps.sockets.add(s);
         cx.stats.bump("nsff.sf_connections");
         job.sock = Some(h);
         self.new_job(job)
@@ -925,6 +983,9 @@ impl Nsff {
     }
 
     fn pump_egress(&mut self, cx: &mut Context<'_>, txn: Txn, e: &mut Egress) -> bool {
+        if e.tls.is_some() {
+            return self.pump_egress_tls(cx, e);
+        }
         let mut any = false;
         let mut tmp = [0u8; CHUNK];
         while !e.req_eof && e.held.len() < BUF_HIGH {
@@ -939,6 +1000,15 @@ impl Nsff {
                 }
                 Ok(None) | Err(_) => break,
             }
+        }
+        if e.job.is_none() && e.held.first().copied().is_some_and(tls::is_tls_start) {
+            // No request line starts with a TLS handshake record: this
+            // transaction is a passthrough session (see `docs/nsff.md`).
+            let mut p = Pipe::new(End::Txn(txn));
+            p.ab = std::mem::take(&mut e.held);
+            p.a_eof = e.req_eof;
+            e.tls = Some(p);
+            return self.pump_egress_tls(cx, e) || any;
         }
         if e.job.is_none() && !e.held.is_empty() {
             // Find the head (the bytes stay in `held`; `scanned` of them
@@ -1055,6 +1125,7 @@ impl Nsff {
                             req_eof: false,
                             job: None,
                             finished: false,
+                            tls: None,
                         },
                     );
                 }
@@ -1064,6 +1135,9 @@ impl Nsff {
                         if let Some(j) = e.job {
                             self.remove_job(cx, j);
                         }
+                        if let Some(b) = e.tls.and_then(|p| p.b) {
+                            self.release_end(cx, b, false);
+                        }
                     }
                 }
                 Event::Failed { txn, reason } => {
@@ -1072,6 +1146,10 @@ impl Nsff {
                     if let Some(e) = self.egress.remove(&txn) {
                         if let Some(j) = e.job {
                             self.remove_job(cx, j);
+                        }
+                        if let Some(b) = e.tls.and_then(|p| p.b) {
+                            cx.stats.bump("nsff.egress_tls_lost");
+                            self.release_end(cx, b, true);
                         }
                     }
                 }
@@ -1083,6 +1161,13 @@ impl Nsff {
             match ev {
                 CacheEvent::Resolved { route, waiters, .. } => {
                     for id in waiters {
+                        if let Some(mut t) = self.tls.remove(&id) {
+                            if matches!(t.stage, TlsStage::Resolving(_)) {
+                                self.open_tls(cx, &mut t, route);
+                            }
+                            self.tls.insert(id, t);
+                            continue;
+                        }
                         let Some(mut c) = self.clients.remove(&id) else {
                             continue;
                         };
@@ -1102,6 +1187,22 @@ impl Nsff {
                         }
                     };
                     for id in waiters {
+                        if let Some(mut t) = self.tls.remove(&id) {
+                            if matches!(t.stage, TlsStage::Resolving(_)) {
+                                let (counter, alert) = match reason {
+                                    Unresolved::NotFound => {
+                                        ("nsff.tls_unknown_name", Alert::UnrecognizedName)
+                                    }
+                                    Unresolved::Timeout => {
+                                        ("nsff.tls_nr_timeout", Alert::InternalError)
+                                    }
+                                };
+                                cx.stats.bump(counter);
+                                self.refuse_tls(cx, &mut t, Some(alert));
+                            }
+                            self.tls.insert(id, t);
+                            continue;
+                        }
                         cx.stats.bump(counter);
                         let Some(mut c) = self.clients.remove(&id) else {
                             continue;
@@ -1154,6 +1255,368 @@ impl Nsff {
             _ => stats.drop("nsff_gff_unexpected_type"),
         }
     }
+}
+
+/// TLS passthrough (SPEC §1.3: one TCP session = one transaction in each
+/// direction; §1.4: the ClientHello's SNI names the service).
+impl Nsff {
+    /// Work on one TLS session; `(progress, alive)`.
+    fn pump_tls(&mut self, cx: &mut Context<'_>, id: u64, t: &mut TlsSession) -> (bool, bool) {
+        let mut any = false;
+        for _ in 0..64 {
+            let limit = if t.stage == TlsStage::Hello {
+                tls::MAX_BUFFER
+            } else {
+                BUF_HIGH
+            };
+            let (up, down) = (t.pipe.ab_bytes, t.pipe.ba_bytes);
+            let moved = t.pipe.pump(cx.now, cx.ports, &mut self.ep, limit);
+            if matches!(t.stage, TlsStage::Relay { .. } | TlsStage::Done) {
+                cx.stats.add("nsff.tls_bytes_up", t.pipe.ab_bytes - up);
+                cx.stats.add("nsff.tls_bytes_down", t.pipe.ba_bytes - down);
+            }
+            let mut progress = match moved {
+                Ok(p) => p,
+                Err(Side::A) => {
+                    // The client reset the connection (or it never came up).
+                    if !matches!(t.stage, TlsStage::Closing | TlsStage::Done) {
+                        cx.stats.bump("nsff.tls_client_reset");
+                    }
+                    if let Some(b) = t.pipe.b.take() {
+                        self.release_end(cx, b, true);
+                    }
+                    return (true, false);
+                }
+                Err(Side::B) => {
+                    // The SF reset or was unreachable, or the transaction
+                    // failed.
+                    cx.stats.bump("nsff.tls_upstream_lost");
+                    self.refuse_tls(cx, t, Some(Alert::InternalError));
+                    true
+                }
+            };
+            if t.stage == TlsStage::Hello {
+                match tls::peek(&t.pipe.ab) {
+                    Peek::NeedMore => {
+                        if t.pipe.a_eof {
+                            cx.stats.bump("nsff.tls_truncated");
+                            self.refuse_tls(cx, t, None);
+                            progress = true;
+                        }
+                    }
+                    Peek::Refused(r) => {
+                        cx.stats.bump(&format!("nsff.tls_{}", r.as_str()));
+                        self.refuse_tls(cx, t, r.alert());
+                        progress = true;
+                    }
+                    Peek::Name { name, .. } => {
+                        cx.stats.bump("nsff.tls_sessions");
+                        self.route_tls(cx, id, t, name);
+                        progress = true;
+                    }
+                }
+            }
+            if matches!(t.stage, TlsStage::Relay { .. }) && t.pipe.done() {
+                cx.stats.bump("nsff.tls_completed");
+                t.stage = TlsStage::Done;
+            }
+            any |= progress;
+            if progress {
+                t.active = cx.now;
+            } else {
+                break;
+            }
+        }
+        let End::Tcp { port, sock } = t.pipe.a else {
+            return (any, false);
+        };
+        let s = cx.ports[port].sockets.get_mut::<tcp::Socket>(sock);
+        // Nothing either way for `client_idle_timeout_s`: closed.
+        let limit = Duration::from_secs(self.cfg.client_idle_timeout_s);
+        if cx.now - t.active >= limit {
+            cx.stats.bump("nsff.tls_idle_closed");
+            s.abort();
+        }
+        let gone = matches!(s.state(), tcp::State::Closed | tcp::State::TimeWait);
+        (any, !gone)
+    }
+
+    /// The ClientHello named `name`: a local SF's TLS port, or the name
+    /// is resolved like an HTTP request's and one transaction opened.
+    fn route_tls(&mut self, cx: &mut Context<'_>, id: u64, t: &mut TlsSession, name: Fqdn) {
+        if let Some((addr, port)) = self.local_sf_tls(&name) {
+            match self.connect_tcp(cx, addr, port) {
+                Ok(sock) => {
+                    cx.stats.bump("nsff.tls_sessions_local");
+                    t.pipe.b = Some(End::Tcp {
+                        port: self.cfg.sf_port(),
+                        sock,
+                    });
+                    t.stage = TlsStage::Relay { name, local: true };
+                }
+                Err(_) => {
+                    cx.stats.bump("nsff.tls_sf_failed");
+                    self.refuse_tls(cx, t, Some(Alert::InternalError));
+                }
+            }
+            return;
+        }
+        match self.cache.resolve(cx.now, &name, id) {
+            Lookup::Hit(route) => {
+                t.stage = TlsStage::Resolving(name);
+                self.open_tls(cx, t, route);
+            }
+            Lookup::Pending => {
+                cx.stats.bump("nsff.tls_waiting");
+                t.stage = TlsStage::Resolving(name);
+            }
+            Lookup::Refused => {
+                cx.stats.bump("nsff.tls_resolve_refused");
+                self.refuse_tls(cx, t, Some(Alert::InternalError));
+            }
+        }
+    }
+
+    /// The name of a resolving session resolved: one transaction carries
+    /// the whole session.
+    fn open_tls(&mut self, cx: &mut Context<'_>, t: &mut TlsSession, route: Route) {
+        let TlsStage::Resolving(name) = &t.stage else {
+            return;
+        };
+        let name = name.clone();
+        if route.serving == self.me {
+            cx.stats.bump("nsff.tls_served_here_unknown");
+            self.refuse_tls(cx, t, Some(Alert::UnrecognizedName));
+            return;
+        }
+        match self.ep.open(cx.now, route.forward, route.reverse) {
+            Ok(txn) => {
+                cx.stats.bump("nsff.tls_sessions_remote");
+                t.pipe.b = Some(End::Txn(txn));
+                t.stage = TlsStage::Relay { name, local: false };
+            }
+            Err(_) => {
+                cx.stats.bump("nsff.tls_txns_refused");
+                self.refuse_tls(cx, t, Some(Alert::InternalError));
+            }
+        }
+    }
+
+    /// End a session without (or without more of) its upstream: `alert`
+    /// to the client if no upstream byte reached it yet and then a FIN;
+    /// otherwise the TLS stream cannot end cleanly and the client gets a
+    /// reset.
+    fn refuse_tls(&mut self, cx: &mut Context<'_>, t: &mut TlsSession, alert: Option<Alert>) {
+        let record = alert.map(Alert::record);
+        let (b, clean) = t.pipe.cut(record.as_ref().map(|r| &r[..]));
+        if let Some(b) = b {
+            self.release_end(cx, b, true);
+        }
+        t.stage = TlsStage::Closing;
+        if !clean {
+            if let End::Tcp { port, sock } = t.pipe.a {
+                cx.ports[port].sockets.get_mut::<tcp::Socket>(sock).abort();
+            }
+        }
+    }
+
+    fn drop_tls(&mut self, cx: &mut Context<'_>, mut t: TlsSession) {
+        if let Some(b) = t.pipe.b.take() {
+            let done = t.pipe.done();
+            self.release_end(cx, b, !done);
+        }
+        if let End::Tcp { port, sock } = t.pipe.a {
+            let ps = &mut cx.ports[port];
+            ps.sockets.get_mut::<tcp::Socket>(sock).abort();
+            ps.sockets.remove(sock);
+        }
+        if let Some(p) = self.pools.get_mut(t.pool) {
+            p.release();
+        }
+        cx.stats.bump("nsff.tls_closed");
+    }
+
+    /// Let go of a relay end: a transaction is forgotten if `abort` (else it
+    /// lingers in the endpoint); a connection is reset and removed if
+    /// `abort`, else closed and swept once its FIN went out.
+    fn release_end(&mut self, cx: &mut Context<'_>, end: End, abort: bool) {
+        match end {
+            End::Tcp { port, sock } => {
+                let Some(ps) = cx.ports.get_mut(port) else {
+                    return;
+                };
+                let s = ps.sockets.get_mut::<tcp::Socket>(sock);
+                if abort || matches!(s.state(), tcp::State::Closed | tcp::State::TimeWait) {
+                    s.abort();
+                    ps.sockets.remove(sock);
+                } else {
+                    s.close();
+                    self.closing.push((cx.now, sock));
+                }
+            }
+            End::Txn(txn) => {
+                if abort {
+                    self.ep.abort(txn);
+                }
+            }
+        }
+    }
+
+    /// An egress transaction that carries a TLS session: read its
+    /// ClientHello, connect to the SF that serves the SNI name on its TLS
+    /// port, then relay.
+    fn pump_egress_tls(&mut self, cx: &mut Context<'_>, e: &mut Egress) -> bool {
+        let Some(mut p) = e.tls.take() else {
+            return false;
+        };
+        let mut any = false;
+        for _ in 0..64 {
+            let hello = p.b.is_none() && !p.cut;
+            let limit = if hello { tls::MAX_BUFFER } else { BUF_HIGH };
+            let mut progress = match p.pump(cx.now, cx.ports, &mut self.ep, limit) {
+                Ok(x) => x,
+                Err(Side::A) => {
+                    // The transaction is gone (its Failed event cleans up).
+                    if let Some(b) = p.b.take() {
+                        cx.stats.bump("nsff.egress_tls_lost");
+                        self.release_end(cx, b, true);
+                    }
+                    p.cut = true;
+                    p.a_eof = true;
+                    p.a_fin = true;
+                    break;
+                }
+                Err(Side::B) => {
+                    cx.stats.bump("nsff.egress_tls_sf_lost");
+                    let record = Alert::InternalError.record();
+                    if let (Some(b), _) = p.cut(Some(&record)) {
+                        self.release_end(cx, b, true);
+                    }
+                    true
+                }
+            };
+            if hello {
+                let refused = match tls::peek(&p.ab) {
+                    Peek::NeedMore if p.a_eof => Some(("nsff.egress_tls_truncated".into(), None)),
+                    Peek::NeedMore => None,
+                    Peek::Refused(r) => {
+                        Some((format!("nsff.egress_tls_{}", r.as_str()), r.alert()))
+                    }
+                    Peek::Name { name, .. } => match self.local_sf_tls(&name) {
+                        Some((addr, port)) => match self.connect_tcp(cx, addr, port) {
+                            Ok(sock) => {
+                                cx.stats.bump("nsff.egress_tls_sessions");
+                                p.b = Some(End::Tcp {
+                                    port: self.cfg.sf_port(),
+                                    sock,
+                                });
+                                progress = true;
+                                None
+                            }
+                            Err(_) => Some((
+                                "nsff.egress_tls_sf_failed".into(),
+                                Some(Alert::InternalError),
+                            )),
+                        },
+                        None => Some((
+                            "nsff.egress_tls_no_sf".into(),
+                            Some(Alert::UnrecognizedName),
+                        )),
+                    },
+                };
+                if let Some((counter, alert)) = refused {
+                    cx.stats.bump(&counter);
+                    let record = alert.map(Alert::record);
+                    let _ = p.cut(record.as_ref().map(|r| &r[..]));
+                    progress = true;
+                }
+            }
+            any |= progress;
+            if !progress {
+                break;
+            }
+        }
+        e.tls = Some(p);
+        any
+    }
+
+    /// A new connection from `sf_port` to (addr, port).
+    fn connect_tcp(
+        &mut self,
+        cx: &mut Context<'_>,
+        addr: IpAddress,
+        port: u16,
+    ) -> Result<SocketHandle, ConnectError> {
+        let local = self.next_local_port;
+        self.next_local_port = if local == u16::MAX { 49152 } else { local + 1 };
+        let ps = cx
+            .ports
+            .get_mut(self.cfg.sf_port())
+            .ok_or(ConnectError::NoPort)?;
+        let mut s = tcp::Socket::new(
+            tcp::SocketBuffer::new(vec![0; SOCK_BUF]),
+            tcp::SocketBuffer::new(vec![0; SOCK_BUF]),
+        );
+        s.set_nagle_enabled(false);
+        s.set_timeout(Some(Duration::from_secs(10)));
+        if let Err(e) = s.connect(ps.iface.context(), (addr, port), local) {
+            log::debug!("nsff: connect to SF {addr}:{port}: {e}");
+            return Err(ConnectError::Connect);
+        }
+        Ok(ps.sockets.add(s))
+    }
+
+    /// `ctl <node> tls`.
+    fn tls_control(&self) -> Value {
+        let stage = |s: &TlsStage| match s {
+            TlsStage::Hello => ("hello", None),
+            TlsStage::Resolving(n) => ("resolving", Some(n.as_str().to_owned())),
+            TlsStage::Relay { name, local: true } => ("local", Some(name.as_str().to_owned())),
+            TlsStage::Relay { name, .. } => ("remote", Some(name.as_str().to_owned())),
+            TlsStage::Closing => ("closing", None),
+            TlsStage::Done => ("done", None),
+        };
+        let sessions: Vec<Value> = self
+            .tls
+            .iter()
+            .map(|(id, t)| {
+                let (st, name) = stage(&t.stage);
+                let txn = match t.pipe.b {
+                    Some(End::Txn(txn)) => Some(txn.value()),
+                    _ => None,
+                };
+                json!({
+                    "id": id, "stage": st, "name": name, "txn": txn,
+                    "bytes_up": t.pipe.ab_bytes, "bytes_down": t.pipe.ba_bytes,
+                })
+            })
+            .collect();
+        let egress: Vec<Value> = self
+            .egress
+            .iter()
+            .filter_map(|(txn, e)| {
+                let p = e.tls.as_ref()?;
+                Some(json!({
+                    "txn": txn.value(), "connected": p.b.is_some(), "cut": p.cut,
+                    "bytes_to_sf": p.ab_bytes, "bytes_from_sf": p.ba_bytes,
+                }))
+            })
+            .collect();
+        json!({
+            "https_port": self.cfg.https_port,
+            "sessions": sessions,
+            "egress": egress,
+        })
+    }
+}
+
+/// Why [`Nsff::connect_tcp`] failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ConnectError {
+    /// `sf_port` does not exist.
+    NoPort,
+    /// smoltcp refused (no route, no free local port).
+    Connect,
 }
 
 fn cache_json(c: &CacheStats) -> Value {
@@ -1324,10 +1787,8 @@ impl Role for Nsff {
             self.next_local_port = p.ephemeral_port();
         }
         if self.cfg.client_port < cx.ports.len() {
-            for port in [self.cfg.http_port, self.cfg.proxy_port] {
-                if port == 0 {
-                    continue;
-                }
+            for (port, is_tls) in self.cfg.listen_ports() {
+                self.pool_tls.push(is_tls);
                 self.pools.push(ListenPool::new(
                     IpListenEndpoint { addr: None, port },
                     ListenConfig {
@@ -1361,9 +1822,27 @@ impl Role for Nsff {
         for (pi, pool) in self.pools.iter_mut().enumerate() {
             let ps = &mut cx.ports[self.cfg.client_port];
             for sock in pool.accept(&mut ps.sockets, cx.stats) {
-                cx.stats.bump("nsff.clients_accepted");
                 let id = self.next_client;
                 self.next_client += 1;
+                any = true;
+                if self.pool_tls.get(pi).copied().unwrap_or(false) {
+                    cx.stats.bump("nsff.tls_accepted");
+                    let a = End::Tcp {
+                        port: self.cfg.client_port,
+                        sock,
+                    };
+                    self.tls.insert(
+                        id,
+                        TlsSession {
+                            pool: pi,
+                            pipe: Pipe::new(a),
+                            stage: TlsStage::Hello,
+                            active: cx.now,
+                        },
+                    );
+                    continue;
+                }
+                cx.stats.bump("nsff.clients_accepted");
                 self.clients.insert(
                     id,
                     Client {
@@ -1380,7 +1859,6 @@ impl Role for Nsff {
                         rdec: ResponseDecoder::new(Limits::default()),
                     },
                 );
-                any = true;
             }
         }
         any |= self.health_checks(cx);
@@ -1397,6 +1875,20 @@ impl Role for Nsff {
                     self.clients.insert(id, c);
                 } else {
                     self.drop_client(cx, c);
+                    round = true;
+                }
+            }
+            let ids: Vec<u64> = self.tls.keys().copied().collect();
+            for id in ids {
+                let Some(mut t) = self.tls.remove(&id) else {
+                    continue;
+                };
+                let (a, alive) = self.pump_tls(cx, id, &mut t);
+                round |= a;
+                if alive {
+                    self.tls.insert(id, t);
+                } else {
+                    self.drop_tls(cx, t);
                     round = true;
                 }
             }
@@ -1420,7 +1912,8 @@ impl Role for Nsff {
 
     fn poll_at(&self, now: Instant) -> Option<Instant> {
         // Client idle checks: at most once a second while clients exist.
-        let clients = (!self.clients.is_empty()).then(|| now + Duration::from_secs(1));
+        let clients = (!self.clients.is_empty() || !self.tls.is_empty())
+            .then(|| now + Duration::from_secs(1));
         let timeout = Duration::from_millis(self.cfg.health_timeout_ms);
         let health = self
             .health
@@ -1501,17 +1994,23 @@ impl Role for Nsff {
                 "sfs": self.sfs.iter().zip(&self.health).map(|((f, a, p), h)| json!({
                     "fqdn": f.as_str(), "addr": a.to_string(), "port": p,
                     "healthy": h.healthy, "failed_probes": h.fails,
-                })).collect::<Vec<Value>>(),
+                })).zip(&self.tls_ports).map(|(mut v, t)| {
+                    v["tls_port"] = json!(t);
+                    v
+                }).collect::<Vec<Value>>(),
+                "tls_sessions": self.tls.len(),
                 "clients": self.clients.len(),
                 "sf_jobs": self.jobs.len(),
             }),
             "nnlm" => self.classic.control(cx.stats),
+            "tls" => self.tls_control(),
             "help" => json!({
                 "commands": [
                     "cache: FQDN cache size, pending resolutions, counters",
                     "txns: transport transactions and counters",
                     "sfs: local service functions, client connections, SF exchanges",
                     "nnlm: the nNLM rows, classic SFF counters, packets waiting for a MAC",
+                    "tls: TLS passthrough sessions (client side and egress)",
                     "help: this list (and the node commands ping, stats, ports)",
                 ],
             }),
@@ -1604,6 +2103,7 @@ mod tests {
                 fqdn: "bad name".into(),
                 addr: std::net::Ipv4Addr::LOCALHOST.into(),
                 port: 80,
+                tls_port: 443,
             }],
             ..NsffConfig::default()
         };

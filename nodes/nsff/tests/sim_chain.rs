@@ -171,6 +171,7 @@ fn world_tuned(
             fqdn: "www.example.com".into(),
             addr: std::net::Ipv4Addr::from(sf1_addr.octets()).into(),
             port: 80,
+            tls_port: 443,
         }],
         ..NsffConfig::default()
     };
@@ -192,12 +193,14 @@ fn world_tuned(
                 fqdn: "www.example2.com".into(),
                 addr: std::net::Ipv4Addr::from(sf2_addr.octets()).into(),
                 port: 80,
+                tls_port: 443,
             },
             // A second instance of SF1's name, used when SF1 is down.
             SfConfig {
                 fqdn: "www.example.com".into(),
                 addr: std::net::Ipv4Addr::from(sf2_addr.octets()).into(),
                 port: 80,
+                tls_port: 443,
             },
         ],
         ..NsffConfig::default()

@@ -1,0 +1,297 @@
+//! A byte relay between two ends — a TCP connection on one of the node's
+//! ports, or a transport transaction — for TLS passthrough: whatever one end
+//! sends, the other gets unmodified, in both directions at once; an end's
+//! close (TCP FIN, the transaction's end marker) is passed on as a
+//! half-close of the other end.
+//!
+//! ```text
+//!   a ──read──▶ ab ──write──▶ b        a_eof ⇒ (ab drained) finish b
+//!   a ◀──write── ba ◀──read── b        b_eof ⇒ (ba drained) finish a
+//! ```
+//!
+//! `b` may be missing while the session is being set up (the ClientHello
+//! is being read, the name resolved); `a`'s bytes then wait in `ab`. A
+//! [`Pipe::cut`] pipe has no `b` any more: what `a` still sends is dropped,
+//! `ba` holds at most an alert, and `a` is finished after it.
+
+use smoltcp::iface::SocketHandle;
+use smoltcp::socket::tcp;
+use smoltcp::time::Instant;
+use svcroute_stack::runtime::PortStack;
+use svcroute_stack::wire::nsff::Txn;
+
+use crate::transport::Endpoint;
+
+/// Bytes read per call.
+const CHUNK: usize = 16 * 1024;
+
+/// One end of a relay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum End {
+    /// A TCP connection on node port `port`.
+    Tcp {
+        /// The port index.
+        port: usize,
+        /// The socket.
+        sock: SocketHandle,
+    },
+    /// A transport transaction.
+    Txn(Txn),
+}
+
+/// Which end failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Side {
+    /// `a`.
+    A,
+    /// `b`.
+    B,
+}
+
+/// What reading an end gave.
+enum Got {
+    Data,
+    Eof,
+    Nothing,
+    Failed,
+}
+
+/// The relay state (see the module doc).
+#[derive(Debug)]
+pub(crate) struct Pipe {
+    pub(crate) a: End,
+    pub(crate) b: Option<End>,
+    /// From `a`, not yet written to `b`.
+    pub(crate) ab: Vec<u8>,
+    /// From `b` (or an alert of ours), not yet written to `a`.
+    pub(crate) ba: Vec<u8>,
+    pub(crate) a_eof: bool,
+    pub(crate) b_eof: bool,
+    /// Our direction toward `a` is finished.
+    pub(crate) a_fin: bool,
+    /// Our direction toward `b` is finished.
+    pub(crate) b_fin: bool,
+    /// `b` is gone: drop what `a` sends.
+    pub(crate) cut: bool,
+    /// Octets written to `b` and to `a`.
+    pub(crate) ab_bytes: u64,
+    pub(crate) ba_bytes: u64,
+}
+
+impl Pipe {
+    pub(crate) fn new(a: End) -> Self {
+        Self {
+            a,
+            b: None,
+            ab: Vec::new(),
+            ba: Vec::new(),
+            a_eof: false,
+            b_eof: false,
+            a_fin: false,
+            b_fin: false,
+            cut: false,
+            ab_bytes: 0,
+            ba_bytes: 0,
+        }
+    }
+
+    /// Move whatever can move; `limit` bounds each direction's buffer
+    /// (what is read from `a` ahead of `b`, and from `b` ahead of `a`). `Ok(progress)`, or the end that failed (a TCP reset or
+    /// failed connect, a transaction gone).
+    pub(crate) fn pump(
+        &mut self,
+        now: Instant,
+        ports: &mut [PortStack],
+        ep: &mut Endpoint,
+        limit: usize,
+    ) -> Result<bool, Side> {
+        let mut any = false;
+        if !self.a_eof {
+            match read(self.a, now, ports, ep, &mut self.ab, limit) {
+                Got::Data => any = true,
+                Got::Eof => {
+                    self.a_eof = true;
+                    any = true;
+                }
+                Got::Nothing => {}
+                Got::Failed => return Err(Side::A),
+            }
+        }
+        if self.cut {
+            self.ab.clear();
+        }
+        if let Some(b) = self.b {
+            if !self.ab.is_empty() {
+                let n = write(b, now, ports, ep, &self.ab).map_err(|()| Side::B)?;
+                self.ab.drain(..n);
+                self.ab_bytes += n as u64;
+                any |= n > 0;
+            }
+            if self.a_eof && self.ab.is_empty() && !self.b_fin && finish(b, now, ports, ep) {
+                self.b_fin = true;
+                any = true;
+            }
+            if !self.b_eof {
+                match read(b, now, ports, ep, &mut self.ba, limit) {
+                    Got::Data => any = true,
+                    Got::Eof => {
+                        self.b_eof = true;
+                        any = true;
+                    }
+                    Got::Nothing => {}
+                    Got::Failed => return Err(Side::B),
+                }
+            }
+        }
+        if !self.ba.is_empty() && !self.a_fin {
+            let n = write(self.a, now, ports, ep, &self.ba).map_err(|()| Side::A)?;
+            self.ba.drain(..n);
+            self.ba_bytes += n as u64;
+            any |= n > 0;
+        }
+        if self.b_eof && self.ba.is_empty() && !self.a_fin && finish(self.a, now, ports, ep) {
+            self.a_fin = true;
+            any = true;
+        }
+        Ok(any)
+    }
+
+    /// Both directions ended and everything was delivered.
+    pub(crate) fn done(&self) -> bool {
+        self.a_eof
+            && self.a_fin
+            && (self.b_fin || self.cut)
+            && self.ab.is_empty()
+            && self.ba.is_empty()
+    }
+
+    /// Give up on `b` (returned, for the caller to close): `a` gets
+    /// `alert` if nothing of `b`'s went to it yet, then its direction is
+    /// finished. `false` when bytes of `b` already reached `a`: the stream
+    /// cannot be ended cleanly, the caller resets `a`.
+    pub(crate) fn cut(&mut self, alert: Option<&[u8]>) -> (Option<End>, bool) {
+        let b = self.b.take();
+        let clean = self.ba_bytes == 0;
+        self.cut = true;
+        self.b_eof = true;
+        self.ab.clear();
+        self.ba.clear();
+        if clean {
+            if let Some(a) = alert {
+                self.ba.extend_from_slice(a);
+            }
+        }
+        (b, clean)
+    }
+}
+
+/// Read from `end` into `buf` (up to `limit` octets held).
+fn read(
+    end: End,
+    now: Instant,
+    ports: &mut [PortStack],
+    ep: &mut Endpoint,
+    buf: &mut Vec<u8>,
+    limit: usize,
+) -> Got {
+    let mut got = Got::Nothing;
+    let mut tmp = [0u8; CHUNK];
+    match end {
+        End::Tcp { port, sock } => {
+            let Some(ps) = ports.get_mut(port) else {
+                return Got::Failed;
+            };
+            let s = ps.sockets.get_mut::<tcp::Socket>(sock);
+            while buf.len() < limit && s.can_recv() {
+                let room = (limit - buf.len()).min(CHUNK);
+                match s.recv_slice(&mut tmp[..room]) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        buf.extend_from_slice(&tmp[..n]);
+                        got = Got::Data;
+                    }
+                }
+            }
+            if matches!(got, Got::Nothing) && !s.can_recv() {
+                return match s.state() {
+                    tcp::State::CloseWait
+                    | tcp::State::LastAck
+                    | tcp::State::Closing
+                    | tcp::State::TimeWait => Got::Eof,
+                    tcp::State::Closed => Got::Failed,
+                    _ => Got::Nothing,
+                };
+            }
+            got
+        }
+        End::Txn(txn) => {
+            while buf.len() < limit {
+                let room = (limit - buf.len()).min(CHUNK);
+                match ep.recv(now, txn, &mut tmp[..room]) {
+                    Ok(Some(0)) => {
+                        return match got {
+                            Got::Data => Got::Data,
+                            _ => Got::Eof,
+                        }
+                    }
+                    Ok(Some(n)) => {
+                        buf.extend_from_slice(&tmp[..n]);
+                        got = Got::Data;
+                    }
+                    Ok(None) => break,
+                    Err(_) => return Got::Failed,
+                }
+            }
+            got
+        }
+    }
+}
+
+/// Write what `end` takes of `data`.
+fn write(
+    end: End,
+    now: Instant,
+    ports: &mut [PortStack],
+    ep: &mut Endpoint,
+    data: &[u8],
+) -> Result<usize, ()> {
+    match end {
+        End::Tcp { port, sock } => {
+            let ps = ports.get_mut(port).ok_or(())?;
+            let s = ps.sockets.get_mut::<tcp::Socket>(sock);
+            if s.state() == tcp::State::Closed {
+                return Err(());
+            }
+            if !s.can_send() {
+                return Ok(0);
+            }
+            s.send_slice(data).map_err(|_| ())
+        }
+        End::Txn(txn) => ep.send(now, txn, data).map_err(|_| ()),
+    }
+}
+
+/// End our direction toward `end`; `false` if it cannot be done yet (a
+/// connection still being set up: closing it now would abort it).
+fn finish(end: End, now: Instant, ports: &mut [PortStack], ep: &mut Endpoint) -> bool {
+    match end {
+        End::Tcp { port, sock } => {
+            let Some(ps) = ports.get_mut(port) else {
+                return true;
+            };
+            let s = ps.sockets.get_mut::<tcp::Socket>(sock);
+            if matches!(
+                s.state(),
+                tcp::State::Listen | tcp::State::SynSent | tcp::State::SynReceived
+            ) {
+                return false;
+            }
+            s.close();
+            true
+        }
+        End::Txn(txn) => {
+            let _ = ep.finish(now, txn);
+            true
+        }
+    }
+}
