@@ -118,7 +118,7 @@ impl SfJob {
             req: Vec::new(),
             req_done: true,
             rbuf: Vec::new(),
-            dec: ResponseDecoder::new(Limits::default()),
+            dec: ResponseDecoder::new(streaming()),
             resp: error_response(status, why),
             resp_done: true,
             interim: false,
@@ -613,7 +613,7 @@ impl Nsff {
     ) -> u64 {
         let p = self.cfg.sf_port();
         let head = req.is_head();
-        let mut dec = ResponseDecoder::new(Limits::default());
+        let mut dec = ResponseDecoder::new(streaming());
         dec.set_head_request(head);
         let mut job = SfJob {
             sock: None,
@@ -864,7 +864,7 @@ impl Nsff {
                                 self.txn_client.remove(&txn);
                                 c.up = Up::Idle;
                                 c.msg_done = false;
-                                c.rdec = ResponseDecoder::new(Limits::default());
+                                c.rdec = ResponseDecoder::new(streaming());
                                 progress = true;
                                 break;
                             }
@@ -1118,7 +1118,7 @@ impl Nsff {
                     self.egress.insert(
                         txn,
                         Egress {
-                            dec: RequestDecoder::new(Limits::default()),
+                            dec: RequestDecoder::new(streaming()),
                             held: Vec::new(),
                             scanned: 0,
                             req_complete: false,
@@ -1648,6 +1648,17 @@ fn endpoint_json(e: &Stats) -> Value {
     })
 }
 
+/// Decoder limits of the proxy: heads are bounded, bodies are not. The
+/// nSFF streams every body through and never holds one whole, so the
+/// default 16 MiB body cap would only refuse large transfers (413 for a
+/// request, 502 for a response).
+fn streaming() -> Limits {
+    Limits {
+        max_body_bytes: u64::MAX,
+        ..Limits::default()
+    }
+}
+
 /// Feed response bytes to `dec` to see its final head: whether the client
 /// connection must close after the response (it says `Connection: close`,
 /// its body ends by close, or it is broken).
@@ -1848,7 +1859,7 @@ impl Role for Nsff {
                     Client {
                         pool: pi,
                         sock,
-                        dec: RequestDecoder::new(Limits::default()),
+                        dec: RequestDecoder::new(streaming()),
                         inbuf: Vec::new(),
                         msg: Vec::new(),
                         msg_done: false,
@@ -1856,7 +1867,7 @@ impl Role for Nsff {
                         wbuf: Vec::new(),
                         close_after: false,
                         active: cx.now,
-                        rdec: ResponseDecoder::new(Limits::default()),
+                        rdec: ResponseDecoder::new(streaming()),
                     },
                 );
             }

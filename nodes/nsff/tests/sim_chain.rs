@@ -449,6 +449,19 @@ fn ten_megabyte_get_and_post_at_10_percent_loss() {
     eprintln!("10 MB: {r:#}");
 }
 
+/// The proxy streams bodies: one over the HTTP decoders' default 16 MiB
+/// cap passes (it used to end in a 502 from nSFF2).
+#[test]
+fn a_body_over_sixteen_mebibytes_streams_through() {
+    let mut w = world(16, 0.0);
+    let r = job(
+        &mut w,
+        "get http://NSFF1/bytes/17000000 --verify --host www.example2.com --timeout-ms 3000000",
+    );
+    assert_eq!(r["ok"], 1, "{r:#}");
+    assert_eq!(r["body_bytes"], 17_000_000, "{r:#}");
+}
+
 #[test]
 fn a_hundred_concurrent_requests_each_get_their_own_response() {
     let mut w = world(15, 0.0);
