@@ -89,6 +89,7 @@ node_file!(NrFile, nr, svcroute_nr::NrConfig);
 node_file!(NsffFile, nsff, svcroute_nsff::NsffConfig);
 node_file!(MdaFile, mda, svcroute_mda::driver::MdaConfig);
 node_file!(SarFile, sar, svcroute_sar::SarConfig);
+node_file!(SagFile, sag, svcroute_sar::SarConfig);
 node_file!(ShimFile, shim, svcroute_host::rosa::tun::TunConfig);
 
 /// The `shim` role of a node file (TUN mode): its one `[[port]]` (the TAP
@@ -155,6 +156,23 @@ pub(crate) fn sar_role(f: &SarFile) -> Result<svcroute_sar::SarNode> {
 /// Check a `[sar]` section the way the node would at start.
 pub(crate) fn check_sar(f: &SarFile) -> Result<()> {
     sar_role(f).map(drop)
+}
+
+/// The `sag` role of a node file: its `[sag]` section (the keys of
+/// `[sar]` plus `[sag.gateway]`) checked against the file's ports.
+pub(crate) fn sag_role(f: &SagFile) -> Result<svcroute_sar::SarNode> {
+    let ports = f
+        .ports
+        .iter()
+        .enumerate()
+        .map(|(i, p)| port_config(&f.name, i, p))
+        .collect::<Result<Vec<_>>>()?;
+    svcroute_sar::SarNode::new_sag(&f.name, &f.sag, &ports).map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+/// Check a `[sag]` section the way the node would at start.
+pub(crate) fn check_sag(f: &SagFile) -> Result<()> {
+    sag_role(f).map(drop)
 }
 
 /// Read and validate a node file.

@@ -188,6 +188,10 @@ enum RoleName {
     Mda,
     /// ROSA Service Address Router: IPv6 router, ROSA data path, SAR IGP.
     Sar,
+    /// ROSA Service Access Gateway: a SAR that originates `*`, resolves
+    /// unknown names by DNS, proxies to non-ROSA servers and hands requests
+    /// to other domains' SAGs.
+    Sag,
     /// ROSA shim in TUN mode for a kernel client namespace (`svcroute shim --tun`).
     Shim,
 }
@@ -264,6 +268,10 @@ fn check(role: RoleName, path: &Path) -> Result<()> {
             let f: config::SarFile = config::load(path)?;
             config::check_sar(&f).map_err(|e| anyhow::anyhow!("{}: [sar]: {e}", path.display()))?;
         }
+        RoleName::Sag => {
+            let f: config::SagFile = config::load(path)?;
+            config::check_sag(&f).map_err(|e| anyhow::anyhow!("{}: [sag]: {e}", path.display()))?;
+        }
         RoleName::Shim => {
             let f: config::ShimFile = config::load(path)?;
             config::shim_role(&f).map_err(|e| anyhow::anyhow!("{}: {e:#}", path.display()))?;
@@ -331,6 +339,12 @@ fn run(
             let f: config::SarFile = config::load(path)?;
             let role = config::sar_role(&f)
                 .map_err(|e| anyhow::anyhow!("{}: [sar]: {e}", path.display()))?;
+            run_node(&f, role, pcap, ctl)
+        }
+        RoleName::Sag => {
+            let f: config::SagFile = config::load(path)?;
+            let role = config::sag_role(&f)
+                .map_err(|e| anyhow::anyhow!("{}: [sag]: {e}", path.display()))?;
             run_node(&f, role, pcap, ctl)
         }
         RoleName::Shim => {

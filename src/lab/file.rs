@@ -21,7 +21,7 @@ use crate::config;
 pub(crate) const DEFAULT_LAB: &str = include_str!("../../examples/labs/default.toml");
 
 /// Roles `[[node]] role` may name.
-pub(crate) const KNOWN_ROLES: &[&str] = &["host", "fwd", "nr", "nsff", "mda", "sar", "shim"];
+pub(crate) const KNOWN_ROLES: &[&str] = &["host", "fwd", "nr", "nsff", "mda", "sar", "sag", "shim"];
 
 /// Longest lab, segment, node and host name, in bytes.
 pub(crate) const MAX_NAME: usize = 12;
@@ -697,6 +697,10 @@ pub(crate) fn check_node_file(role: &str, text: &str, node: &str) -> Result<()> 
         "sar" => {
             let f: config::SarFile = config::parse_str(text, &origin)?;
             config::check_sar(&f).map_err(|e| anyhow::anyhow!("{origin}: [sar]: {e}"))?;
+        }
+        "sag" => {
+            let f: config::SagFile = config::parse_str(text, &origin)?;
+            config::check_sag(&f).map_err(|e| anyhow::anyhow!("{origin}: [sag]: {e}"))?;
         }
         "shim" => {
             let f: config::ShimFile = config::parse_str(text, &origin)?;

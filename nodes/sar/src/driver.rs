@@ -63,6 +63,7 @@ use crate::icmp::{self, ErrorKind, RateLimit, ETH_LEN, IPV6_LEN};
 use crate::igp::{LinkId, NeighborState, Transmit};
 use crate::node_config::{ConfigError, Facing, Neighbor, SarConfig, Settings};
 use crate::router::{Origin, Prefix, Route, Table};
+use crate::sag::{self, encap, proxy, Done, Gateway, Taken};
 use crate::Sar;
 
 /// The gateway every port's smoltcp sends off-link packets to; bound to the
@@ -84,6 +85,8 @@ const UDP_PACKETS: usize = 256;
 const UDP_BYTES: usize = 512 * 1024;
 /// IPv6 + UDP header octets in front of an IGP datagram.
 const UDP6_OVERHEAD: usize = IPV6_LEN + 8;
+/// Link-local neighbours whose MAC is remembered.
+const MAX_LINK_LOCAL: usize = 256;
 /// Entries a control answer lists at most.
 const MAX_LISTED: usize = 10_000;
 
@@ -125,6 +128,14 @@ pub struct SarNode {
     backlog_at: Option<Instant>,
     reasm: Reassembler,
     frag_id: u32,
+    /// Role `sag`: the gateway, and its DNS socket (port, handle).
+    gw: Option<Gateway>,
+    dns: Option<(usize, SocketHandle)>,
+    /// MACs of link-local sources seen per port (bounded), for smoltcp's
+    /// answers to them.
+    link_local: HashMap<(usize, Ipv6Addr), EthernetAddress>,
+    /// The packet being handled came inside UDP 7471 (role `sag`).
+    rx_encap: bool,
 }
 
 impl std::fmt::Debug for SarNode {
@@ -181,7 +192,22 @@ impl SarNode {
             backlog_at: None,
             reasm: Reassembler::default(),
             frag_id: 0,
+            gw: None,
+            dns: None,
+            link_local: HashMap::new(),
+            rx_encap: false,
         }
+    }
+
+    /// A SAG (role `sag`): a SAR that originates `*` for itself and serves
+    /// what reaches it from DNS, its proxy and other domains' SAGs.
+    pub fn new_sag(node: &str, cfg: &SarConfig, ports: &[PortConfig]) -> Result<Self, ConfigError> {
+        Ok(Self::with_settings(cfg.sag_settings(node, ports)?))
+    }
+
+    /// The gateway, for a SAG once started.
+    pub const fn gateway(&self) -> Option<&Gateway> {
+        self.gw.as_ref()
     }
 
     /// The core, once started.
@@ -218,11 +244,18 @@ impl SarNode {
             return Verdict::Drop("malformed_truncated");
         }
         frame.truncate(end); // Ethernet padding
+        let src = addr_at(frame, ETH_LEN + 8);
+        if src.is_unicast_link_local() {
+            self.learn_link_local(port, src, frame);
+        }
         let dst = addr_at(frame, ETH_LEN + 24);
         if dst.is_multicast() {
             return pass(frame);
         }
         if let Some(&owner) = self.own6.get(&dst) {
+            if self.gw.is_some() && encap::is_encapsulated(frame) {
+                return self.decapsulate(cx, port, frame);
+            }
             if self.s.ports[port].facing == Facing::Sars
                 && frame[ETH_LEN + 6] == u8::from(IpProtocol::Ipv6Frag)
                 && frame.get(ETH_LEN + IPV6_LEN) == Some(&u8::from(IpProtocol::Udp))
@@ -235,12 +268,63 @@ impl SarNode {
             if let Some(v) = self.rosa(cx, port, frame, &layout) {
                 return v;
             }
+            if let Some(gw) = self.gw.as_mut() {
+                let v = gw.plain(cx.now, frame);
+                export_gw(gw, cx.stats);
+                match v {
+                    proxy::Verdict::Forward => {
+                        return self.route(cx.now, cx.stats, port, frame, None, 0);
+                    }
+                    // Counted by the proxy.
+                    proxy::Verdict::Drop(_) => return Verdict::Consume,
+                    proxy::Verdict::NotOurs => {}
+                }
+            }
             return self.deliver(cx.out, port, owner, frame);
         }
         if dst.is_unicast_link_local() {
             return Verdict::Drop("sar.link_local_destination");
         }
         self.route(cx.now, cx.stats, port, frame, None, 0)
+    }
+
+    /// Role `sag`: a request or response another domain's SAG sent inside
+    /// UDP 7471: handled as if it had come as it is inside.
+    fn decapsulate(
+        &mut self,
+        cx: &mut FrameContext<'_>,
+        port: usize,
+        frame: &mut Vec<u8>,
+    ) -> Verdict {
+        if self.rx_encap {
+            return Verdict::Drop("sag.encap_nested");
+        }
+        match encap::decapsulate(frame) {
+            Ok((inner, _)) => {
+                cx.stats.bump("sag.encap_rx");
+                *frame = inner;
+                self.rx_encap = true;
+                let v = self.ipv6(cx, port, frame);
+                self.rx_encap = false;
+                v
+            }
+            Err(e) => Verdict::Drop(e.reason()),
+        }
+    }
+
+    /// Remember the MAC of a link-local source on `port` (at most
+    /// [`MAX_LINK_LOCAL`], an arbitrary one makes room).
+    fn learn_link_local(&mut self, port: usize, src: Ipv6Addr, frame: &[u8]) {
+        let mac = EthernetAddress::from_bytes(&frame[6..12]);
+        if !mac.is_unicast() {
+            return;
+        }
+        if self.link_local.len() >= MAX_LINK_LOCAL && !self.link_local.contains_key(&(port, src)) {
+            if let Some(k) = self.link_local.keys().next().copied() {
+                self.link_local.remove(&k);
+            }
+        }
+        self.link_local.insert((port, src), mac);
     }
 
     /// A fragment of a UDP datagram to us on a SAR port: an IGP datagram
@@ -411,12 +495,24 @@ impl SarNode {
         };
         let src = addr_at(frame, ETH_LEN + 8);
         let dst = addr_at(frame, ETH_LEN + 24);
-        let kind = match self.s.ports[port].facing {
+        let mut kind = match self.s.ports[port].facing {
             Facing::Clients => PortKind::Client,
             Facing::Sars => PortKind::Sar,
         };
         if let Some(m) = with_default_policy(&self.s, src, &msg) {
             msg = m;
+        }
+        if let Some(gw) = self.gw.as_mut() {
+            let encap = self.rx_encap;
+            match take_handover(gw, cx.now, frame, &mut msg, self.s.core.igp.address, encap) {
+                Ok(true) => kind = PortKind::Client,
+                Ok(false) => {}
+                Err(reason) => {
+                    export_gw(gw, cx.stats);
+                    return Some(Verdict::Drop(reason));
+                }
+            }
+            export_gw(gw, cx.stats);
         }
         let view = PacketView {
             src: IpAddr::V6(src),
@@ -427,6 +523,9 @@ impl SarNode {
         let action = core.decide(cx.now, &view);
         export(core, cx.stats);
         let me = IpAddr::V6(core.address());
+        if let Some(v) = self.hand_to_gateway(cx, port, frame, &msg, &action, me) {
+            return Some(v);
+        }
         let (target, fill) = match action {
             Action::Consumed => return Some(Verdict::Consume),
             Action::Drop(reason) => {
@@ -442,13 +541,18 @@ impl SarNode {
             }
             Action::ToNextSar { sar, fill, .. } => (sar, fill),
             Action::ResponseToIngress { ingress } => (ingress, Fill::default()),
-            Action::ResponseToClient { client } => (client, Fill::default()),
+            Action::ResponseToClient { client } => {
+                if let Some(v) = self.give_back(cx, port, frame, &msg, me) {
+                    return Some(v);
+                }
+                (client, Fill::default())
+            }
         };
-        Some(self.rewrite(cx, port, frame, &msg, fill, target, me))
+        Some(self.rewrite(cx, port, frame, &msg, fill, target, me, false))
     }
 
     /// Fill the option's entries, set destination `target` and source `me`,
-    /// and route the result.
+    /// and route the result (inside UDP 7471 to `target` if `encap`).
     #[allow(clippy::too_many_arguments)]
     fn rewrite(
         &mut self,
@@ -459,6 +563,7 @@ impl SarNode {
         fill: Fill,
         target: IpAddr,
         me: IpAddr,
+        encap: bool,
     ) -> Verdict {
         let IpAddr::V6(target6) = target else {
             return Verdict::Drop("sar.rosa_ipv4_target");
@@ -492,8 +597,244 @@ impl SarNode {
             return Verdict::Drop("sar.rosa_edit_failed");
         }
         cx.stats.bump("sar.rosa_rewritten");
+        if let (true, IpAddr::V6(me6)) = (encap, me) {
+            let Some(f) = encap::encapsulate(frame, me6, target6) else {
+                *frame = orig;
+                return Verdict::Drop("sag.encap_too_big");
+            };
+            cx.stats.bump("sag.encap_tx");
+            *frame = f;
+        }
         let growth = frame.len().saturating_sub(orig.len());
         self.route(cx.now, cx.stats, port, frame, Some(&orig), growth)
+    }
+
+    /// A SAG's request whose FIB pick is `*`, that is us: the gateway
+    /// takes it. `None`: not such a request.
+    fn hand_to_gateway(
+        &mut self,
+        cx: &mut FrameContext<'_>,
+        port: usize,
+        frame: &mut Vec<u8>,
+        msg: &Message,
+        action: &Action,
+        me: IpAddr,
+    ) -> Option<Verdict> {
+        let gw = self.gw.as_mut()?;
+        let (Action::ToInstance { instance, fill, .. } | Action::DeliverLocal { instance, fill }) =
+            *action
+        else {
+            return None;
+        };
+        if instance != me || msg.kind != MessageKind::Request {
+            return None;
+        }
+        let client = fill.client.or(msg.client());
+        let ingress = fill.ingress.or(msg.ingress());
+        let (Some(IpAddr::V6(client)), Some(IpAddr::V6(ingress)), Some(service)) =
+            (client, ingress, msg.service())
+        else {
+            cx.stats.drop("sag.not_ipv6");
+            return Some(Verdict::Consume);
+        };
+        let taken = Taken {
+            port,
+            frame: std::mem::take(frame),
+            client,
+            ingress,
+            service: service.clone(),
+            msg: msg.clone(),
+            stage: sag::Stage::default(),
+        };
+        let done = gw.handle_request(cx.now, taken);
+        export_gw(gw, cx.stats);
+        if let Some(d) = done {
+            self.finish(cx.now, cx.stats, d);
+        }
+        Some(Verdict::Consume)
+    }
+
+    /// Role `sag`: the response to a request another domain's SAG handed
+    /// us (its SAG entry is not ours): back to that SAG, with the client's
+    /// own Ingress again. `None`: not such a response.
+    fn give_back(
+        &mut self,
+        cx: &mut FrameContext<'_>,
+        port: usize,
+        frame: &mut Vec<u8>,
+        msg: &Message,
+        me: IpAddr,
+    ) -> Option<Verdict> {
+        let gw = self.gw.as_mut()?;
+        let sag = msg.sag().filter(|s| *s != me)?;
+        let key = flow_key(frame, msg, false);
+        let back = key.and_then(|k| gw.handover_back(cx.now, &k));
+        export_gw(gw, cx.stats);
+        let Some(back) = back else {
+            if key.is_none() {
+                cx.stats.drop("sag.handover_malformed");
+            }
+            return Some(Verdict::Consume);
+        };
+        let fill = Fill {
+            client: None,
+            ingress: Some(back.ingress),
+        };
+        Some(self.rewrite(cx, port, frame, msg, fill, sag, me, back.encap))
+    }
+
+    /// A request the gateway is done with: routed toward its server, or
+    /// refused with Destination Unreachable (address unreachable) to its
+    /// client.
+    fn finish(&mut self, now: Instant, stats: &mut Counters, d: Done) {
+        let Done {
+            mut taken,
+            result,
+            encap_to,
+        } = d;
+        match result {
+            Ok(()) => {
+                if let Some(to) = encap_to {
+                    let me = self.s.core.igp.address;
+                    let Some(f) = encap::encapsulate(&taken.frame, me, to) else {
+                        stats.drop("sag.encap_too_big");
+                        return;
+                    };
+                    stats.bump("sag.encap_tx");
+                    taken.frame = f;
+                }
+                // Queued on the routed-frame queue; a refusal is counted.
+                let _ = self.route(now, stats, taken.port, &mut taken.frame, None, 0);
+            }
+            Err(_) => {
+                let mut about = taken.frame;
+                if edit::rewrite_addr(&mut about, AddrField::Src, IpAddr::V6(taken.client)).is_ok()
+                {
+                    self.icmp_error(
+                        now,
+                        stats,
+                        ErrorKind::AddressUnreachable,
+                        taken.port,
+                        &about,
+                    );
+                }
+            }
+        }
+    }
+
+    /// Role `sag`: DNS answers in, queries out, gateway timers.
+    fn pump_gateway(&mut self, cx: &mut Context<'_>) -> bool {
+        let Some(gw) = self.gw.as_mut() else {
+            return false;
+        };
+        let mut any = false;
+        let mut done = Vec::new();
+        if let Some((port, h)) = self.dns {
+            let server = self.s.gateway.as_ref().and_then(|g| g.dns_server);
+            let sock = cx.ports[port].sockets.get_mut::<udp::Socket>(h);
+            for _ in 0..UDP_PACKETS {
+                match sock.recv() {
+                    Ok((data, meta)) => {
+                        any = true;
+                        let from = (meta.endpoint.addr, meta.endpoint.port);
+                        if server.is_some_and(|(a, p)| from == (IpAddress::Ipv6(a), p)) {
+                            done.extend(gw.handle_dns(cx.now, data));
+                        } else {
+                            cx.stats.drop("sag.dns_not_from_server");
+                        }
+                    }
+                    Err(udp::RecvError::Truncated) => cx.stats.drop("sag.dns_truncated"),
+                    Err(udp::RecvError::Exhausted) => break,
+                }
+            }
+            while let Some(q) = gw.poll_dns() {
+                any = true;
+                let Some((a, p)) = server else { break };
+                match sock.send_slice(&q, (IpAddress::Ipv6(a), p)) {
+                    Ok(()) => cx.stats.bump("sag.dns_tx"),
+                    // The retry timer asks again.
+                    Err(_) => cx.stats.drop("sag.dns_send_failed"),
+                }
+            }
+        }
+        if gw.poll_timeout().is_some_and(|t| t <= cx.now) {
+            any = true;
+            done.extend(gw.handle_timeout(cx.now));
+        }
+        export_gw(gw, cx.stats);
+        for d in done {
+            self.finish(cx.now, cx.stats, d);
+        }
+        any
+    }
+
+    fn sag_json(&self, now: Instant) -> Value {
+        let Some(gw) = &self.gw else {
+            return json!({ "error": "not a SAG (role sag)" });
+        };
+        let r = gw.resolver();
+        let mut cache: Vec<Value> = r
+            .cache()
+            .take(MAX_LISTED)
+            .map(|(name, c)| {
+                let answer = match c.answer {
+                    sag::dns::Answer::V6(a) => a.to_string(),
+                    sag::dns::Answer::V4Only(a) => format!("ipv4-only {a}"),
+                    sag::dns::Answer::NoAddress => "no address".into(),
+                    sag::dns::Answer::Failed => "failed".into(),
+                };
+                json!({
+                    "name": name,
+                    "answer": answer,
+                    "ttl_s": (c.expires - now.min(c.expires)).secs(),
+                    "live": c.expires > now,
+                })
+            })
+            .collect();
+        cache.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+        let flows: Vec<Value> = gw
+            .proxy()
+            .flows()
+            .take(MAX_LISTED)
+            .map(|f| {
+                json!({
+                    "proto": format!("{}", f.key.proto),
+                    "client": format!("[{}]:{}", f.key.client, f.key.client_port),
+                    "service_port": f.key.service_port,
+                    "service": display_name(&f.service),
+                    "server": f.server.to_string(),
+                    "proxy_port": f.proxy_port,
+                    "ingress": f.ingress.to_string(),
+                    "direct": f.direct,
+                    "idle_ms": (now - f.last).total_millis(),
+                })
+            })
+            .collect();
+        let handovers: Vec<Value> = gw
+            .handovers()
+            .take(MAX_LISTED)
+            .map(|(k, h)| {
+                json!({
+                    "proto": format!("{}", k.proto),
+                    "client": format!("[{}]:{}", k.client, k.client_port),
+                    "service_port": k.service_port,
+                    "ingress": h.ingress.to_string(),
+                    "sag": h.sag.to_string(),
+                    "udp": h.encap,
+                    "idle_ms": (now - h.last).total_millis(),
+                })
+            })
+            .collect();
+        json!({
+            "dns_server": self.s.gateway.as_ref().and_then(|g| g.dns_server).map(|(a, p)| format!("[{a}]:{p}")),
+            "handovers": handovers,
+            "cached": cache.len(),
+            "cache": cache,
+            "resolving": r.pending(),
+            "waiting": gw.waiting(),
+            "flows": flows.len(),
+            "flow_list": flows,
+        })
     }
 
     // ---- the poll side ---------------------------------------------------
@@ -779,6 +1120,34 @@ impl SarNode {
         self.gateway_at = cx.now + GATEWAY_REFRESH;
     }
 
+    /// Role `sag`: the gateway and its DNS socket, bound to our address on
+    /// the port that holds it.
+    fn start_gateway(&mut self, cx: &mut Context<'_>) {
+        let Some(g) = self.s.gateway.as_ref() else {
+            return;
+        };
+        let me = self.s.core.igp.address;
+        self.gw = Some(Gateway::new(g, me, cx.now));
+        let Some(&port) = self.own6.get(&me) else {
+            return;
+        };
+        let Some(stack) = cx.ports.get_mut(port) else {
+            return;
+        };
+        let buf =
+            || udp::PacketBuffer::new(vec![udp::PacketMetadata::EMPTY; 64], vec![0; 64 * 1024]);
+        let mut sock = udp::Socket::new(buf(), buf());
+        let bound = sock.bind(IpListenEndpoint {
+            addr: Some(IpAddress::Ipv6(me)),
+            port: sag::DNS_LOCAL_PORT,
+        });
+        if bound.is_err() {
+            log::error!("{}: cannot bind UDP {}", self.s.name, sag::DNS_LOCAL_PORT);
+            return;
+        }
+        self.dns = Some((port, stack.sockets.add(sock)));
+    }
+
     /// Announce `*` with the configured SAG as its instance, as if the SAG
     /// had announced it here (signed with our first announcement key).
     fn announce_sag(&mut self, now: Instant) {
@@ -972,7 +1341,11 @@ impl SarNode {
 
 impl Role for SarNode {
     fn name(&self) -> &'static str {
-        "sar"
+        if self.s.gateway.is_some() {
+            "sag"
+        } else {
+            "sar"
+        }
     }
 
     fn start(&mut self, cx: &mut Context<'_>) {
@@ -1018,8 +1391,10 @@ impl Role for SarNode {
             }
         }
         self.bind_gateway(cx);
+        self.start_gateway(cx);
         self.announce_sag(now);
         self.pump(cx);
+        self.pump_gateway(cx);
         log::info!(
             "{}: SAR router {} at {} up: {} ports, {} neighbours, {} routes",
             self.s.name,
@@ -1052,6 +1427,7 @@ impl Role for SarNode {
             cx.stats
                 .add("drop.sar.igp_reassembly_timeout", expired as u64);
         }
+        any |= self.pump_gateway(cx);
         any |= self.pump(cx);
         any |= self.send_out(cx);
         any
@@ -1069,6 +1445,7 @@ impl Role for SarNode {
         };
         min(self.core.as_ref().and_then(Sar::poll_timeout));
         min(self.sag_at);
+        min(self.gw.as_ref().and_then(Gateway::poll_timeout));
         min(self.backlog_at);
         min(self.reasm.next_deadline());
         for p in self.parked.values() {
@@ -1131,7 +1508,17 @@ impl Role for SarNode {
             return Verdict::Consume;
         }
         if dst.is_unicast_link_local() {
-            return Verdict::Drop("sar.local_link_local");
+            // On-link by definition, on the port that sent it (smoltcp
+            // routes it to the gateway: a port has no link-local prefix).
+            // An NA answering a kernel's NS sent from its link-local
+            // address while its global one is tentative, for one: its MAC
+            // is the one that NS came from.
+            let Some(mac) = self.link_local.get(&(port, dst)).copied() else {
+                return Verdict::Drop("sar.local_link_local");
+            };
+            cx.stats.bump("sar.local_link_local");
+            frame[0..6].copy_from_slice(&mac.0);
+            return Verdict::Pass;
         }
         let Some(nh) = self.table.lookup(dst) else {
             return Verdict::Drop("sar.local_no_route");
@@ -1153,6 +1540,7 @@ impl Role for SarNode {
             Some("neighbors") => ControlReply::Now(self.neighbors_json(&names)),
             Some("routes") => ControlReply::Now(self.routes_json(&names)),
             Some("lsdb") => ControlReply::Now(self.lsdb_json(cx.now)),
+            Some("sag") => ControlReply::Now(self.sag_json(cx.now)),
             Some("help") => ControlReply::Now(json!({
                 "commands": {
                     "ping": "liveness and readiness",
@@ -1163,6 +1551,7 @@ impl Role for SarNode {
                     "neighbors": "IGP neighbours: state, RTT, cost",
                     "routes": "the IPv6 routing table and the route to every SAR",
                     "lsdb": "the IGP link-state database",
+                    "sag": "role sag: DNS cache, names being resolved, proxied flows",
                 }
             })),
             _ => ControlReply::Unknown,
@@ -1250,6 +1639,59 @@ fn pass(frame: &[u8]) -> Verdict {
     match check_frame(frame) {
         Ok(()) => Verdict::Pass,
         Err(reason) => Verdict::Drop(reason),
+    }
+}
+
+/// Role `sag`: a request another domain's SAG handed over (a SAG entry not
+/// ours) makes us its ingress. Its Ingress entry is remembered and removed,
+/// so the core fills in ours and schedules as for a client of ours.
+/// `Ok(true)`: taken so; `Ok(false)`: not such a request.
+fn take_handover(
+    gw: &mut Gateway,
+    now: Instant,
+    frame: &[u8],
+    msg: &mut Message,
+    me: Ipv6Addr,
+    encap: bool,
+) -> Result<bool, &'static str> {
+    let me = IpAddr::V6(me);
+    let Some(sag) = msg.sag().filter(|s| *s != me) else {
+        return Ok(false);
+    };
+    if msg.kind != MessageKind::Request || msg.ingress() == Some(me) {
+        return Ok(false);
+    }
+    let (Some(key), Some(ingress)) = (flow_key(frame, msg, true), msg.ingress()) else {
+        return Err("sag.handover_malformed");
+    };
+    gw.handover_in(now, key, ingress, sag, encap)
+        .ok_or("sag.handovers_full")?;
+    msg.remove(svcroute_stack::wire::rosa::EntryType::Ingress);
+    Ok(true)
+}
+
+/// The client's flow of a request (`request`: the client's port is the
+/// source port) or of a response (the destination port).
+fn flow_key(frame: &[u8], msg: &Message, request: bool) -> Option<sag::HandoverKey> {
+    let port = msg.port()?;
+    let l = edit::walk(frame).ok()?;
+    if l.fragment == Fragment::Later || l.upper_protocol != port.proto {
+        return None;
+    }
+    let at = l.upper_offset + if request { 0 } else { 2 };
+    let b = frame.get(at..at + 2)?;
+    Some(sag::HandoverKey {
+        client: msg.client()?,
+        proto: port.proto,
+        client_port: u16::from_be_bytes([b[0], b[1]]),
+        service_port: port.port,
+    })
+}
+
+/// The gateway's counters since the last call, into the node's.
+fn export_gw(gw: &mut Gateway, stats: &mut Counters) {
+    for (k, v) in gw.drain_counters() {
+        stats.add(k, v);
     }
 }
 

@@ -40,6 +40,9 @@
 //! - [`node_config`]: the `[sar]` section of a node file.
 //! - [`router`]: the IPv6 routing table; [`icmp`]: ICMPv6 errors;
 //!   [`frag`]: IPv6 fragments of IGP datagrams larger than a link's MTU.
+//! - [`sag`]: the Service Access Gateway (role `sag`, a SAR that
+//!   originates `*`): DNS resolution with a TTL cache, the stateful proxy
+//!   to non-ROSA servers, hand-overs between domains' SAGs.
 //!
 //! See `docs/sar.md`. The core does no I/O and reads no clock: time is
 //! always the `now` passed in.
@@ -59,6 +62,7 @@ pub mod nhib;
 pub mod node_config;
 pub mod policy;
 pub mod router;
+pub mod sag;
 pub mod sim;
 pub mod spf;
 #[cfg(test)]

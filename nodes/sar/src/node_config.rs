@@ -13,6 +13,8 @@
 //! default_policy = "scheduling/round-robin"  # optional: mode/policy given to announcements
 //!                                  #   made at this SAR that carry none
 //! sag = "fd00:5::1"                # optional: announce `*` here with this SAG as its instance
+//!                                  #   (role sag: implied, its own address)
+//! gateway = { dns_server = "fd00:e::53" }  # role sag only: see crate::sag::GatewayConfig
 //! fib_hash = "sha256"              # or "keyed" (SPEC §0 name hash, or a fast seeded one)
 //! seed = 0                         # random policy / keyed hash seed; 0: the router ID
 //! max_services = 200000            # FIB names
@@ -56,6 +58,7 @@ use crate::core::Config as CoreConfig;
 use crate::fib::NameHash;
 use crate::igp::{IgpConfig, Key};
 use crate::router::{Origin, Prefix, Route};
+use crate::sag::{GatewayConfig, GatewaySettings};
 
 /// Fewest octets in a secret.
 pub const MIN_SECRET_LEN: usize = 16;
@@ -85,6 +88,8 @@ pub struct SarConfig {
     pub default_policy: Option<String>,
     /// A SAG this SAR originates `*` for.
     pub sag: Option<String>,
+    /// Role `sag` only: the gateway's DNS resolver and proxy.
+    pub gateway: Option<GatewayConfig>,
     /// `sha256` (SPEC §0) or `keyed`.
     pub fib_hash: String,
     /// Seed of the random policy and the keyed hash (0: the router ID).
@@ -132,6 +137,7 @@ impl Default for SarConfig {
             igp_key: None,
             default_policy: None,
             sag: None,
+            gateway: None,
             fib_hash: "sha256".into(),
             seed: 0,
             max_services: 200_000,
@@ -279,6 +285,8 @@ pub struct Settings {
     pub default_policy: Option<(Mode, Policy)>,
     /// The SAG we originate `*` for.
     pub sag: Option<Ipv6Addr>,
+    /// Role `sag`: we are the SAG (`sag` is our own address).
+    pub gateway: Option<GatewaySettings>,
     /// IP MTU of every port.
     pub mtu: usize,
     /// ICMPv6 errors per second.
@@ -296,6 +304,45 @@ impl SarConfig {
     /// and build what the driver needs. `node` labels the router when
     /// `router_name` is not given.
     pub fn settings(&self, node: &str, ports: &[PortConfig]) -> Result<Settings, ConfigError> {
+        if self.gateway.is_some() {
+            return Err(ConfigError::Ports {
+                key: "gateway",
+                problem: "only a node of role `sag` has a gateway".into(),
+            });
+        }
+        self.router_settings(node, ports)
+    }
+
+    /// [`Self::settings`] for role `sag`: a SAR that originates `*` for
+    /// itself (`sag`, if given, must be its own `address`) and runs the
+    /// gateway (`gateway`, defaults if absent).
+    pub fn sag_settings(&self, node: &str, ports: &[PortConfig]) -> Result<Settings, ConfigError> {
+        let mut s = self.router_settings(node, ports)?;
+        let me = s.core.igp.address;
+        if s.sag.is_some_and(|a| a != me) {
+            return Err(ConfigError::Ports {
+                key: "sag",
+                problem: format!("a SAG originates `*` for itself: leave it out or give {me}"),
+            });
+        }
+        s.sag = Some(me);
+        // The way out of the domain: other SARs learn the SAG's static
+        // routes (other domains' prefixes) as its prefixes.
+        for r in s.routes.iter().filter(|r| r.origin == Origin::Static) {
+            let p = IgpPrefix {
+                addr: r.prefix.addr,
+                len: r.prefix.len,
+            };
+            if !s.core.igp.prefixes.contains(&p) && s.core.igp.prefixes.len() < MAX_PREFIXES {
+                s.core.igp.prefixes.push(p);
+            }
+        }
+        let gw = self.gateway.clone().unwrap_or_default();
+        s.gateway = Some(gw.settings(s.core.seed)?);
+        Ok(s)
+    }
+
+    fn router_settings(&self, node: &str, ports: &[PortConfig]) -> Result<Settings, ConfigError> {
         if self.router_id == 0 {
             return Err(ConfigError::RouterId);
         }
@@ -652,6 +699,7 @@ impl SarConfig {
             announce_keys,
             default_policy,
             sag,
+            gateway: None,
             mtu: self.mtu,
             icmp_per_s: self.icmp_per_s,
             icmp_burst: self.icmp_burst,
