@@ -2,7 +2,10 @@
 //! user brings it up: both names answer through the chain from the kernel
 //! `client` namespace (explicit proxy and by name), and its switches tell
 //! the NR when the fabric link goes down and comes back. Plain `curl
-//! http://www.example.com/` works through the lab's hosts file. Needs root (skips
+//! http://www.example.com/` works through the lab's hosts file. The file
+//! writes only the fwd ports' `link_ids` (the NR has `fabric = "auto"`): the
+//! node files `lab up` wrote and the NR's `ctl links` show the fabric the lab
+//! generated, and the chain working over it proves it. Needs root (skips
 //! otherwise).
 
 mod common;
@@ -11,7 +14,10 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
-use common::{lab_name, root_or_skip, run_bounded, text, wait_until, Lab};
+use common::{
+    assert_nothing_of, lab_name, root_or_skip, run_bounded, svcroute, text, wait_until,
+    write_lab_file, DownOnDrop, Lab,
+};
 
 const LAB: &str = include_str!("../examples/labs/rfc8677.toml");
 
@@ -62,6 +68,69 @@ fn the_example_chain_answers_both_names_and_reports_fabric_links() {
     assert_ne!(toml, LAB, "the example's name line changed");
     let lab = Lab::up(&name, &toml);
 
+    // The generated fabric, in the node files `lab up` wrote...
+    let node_file = |node: &str| {
+        let path = lab.run_dir().join(format!("{node}.toml"));
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+        let v: toml::Table = toml::from_str(&text).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+        (text, v)
+    };
+    let (nr_text, nr_file) = node_file("nr");
+    assert!(
+        nr_text.contains("# [nr] self_attach, attach, link: generated")
+            && nr_file["nr"].get("fabric").is_none(),
+        "{nr_text}"
+    );
+    let as_json = |v: &toml::Value| serde_json::to_value(v).unwrap();
+    assert_eq!(
+        as_json(&nr_file["nr"]["self_attach"]),
+        json!({"at": "f1", "link_in": 0, "link_out": 1})
+    );
+    for (node, key, want) in [
+        ("nsff1", "nsff", json!([3, 0])),
+        ("nsff2", "nsff", json!([5, 11, 0])),
+        ("f1", "fwd", json!([0])),
+        ("f2", "fwd", json!([11, 0])),
+    ] {
+        let (text, v) = node_file(node);
+        assert_eq!(as_json(&v[key]["nr_links"]), want, "{node}: {text}");
+    }
+    // ... and as the running NR sees it.
+    let view = lab.ctl("nr", &["links"]);
+    assert_eq!(
+        view["nr"],
+        json!({"at": "f1", "link_in": 0, "link_out": 1}),
+        "{view}"
+    );
+    assert_eq!(
+        view["nsffs"],
+        json!([
+            {"nsff": 1, "at": "f1", "link_in": 2, "link_out": 3},
+            {"nsff": 2, "at": "f2", "link_in": 4, "link_out": 5},
+        ]),
+        "{view}"
+    );
+    let links: Vec<(String, String, u64)> = view["links"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{view}"))
+        .iter()
+        .map(|l| {
+            (
+                l["from"].as_str().unwrap_or("").to_owned(),
+                l["to"].as_str().unwrap_or("").to_owned(),
+                l["id"].as_u64().unwrap_or(999),
+            )
+        })
+        .collect();
+    assert_eq!(
+        links,
+        [
+            ("f1".into(), "f2".into(), 10),
+            ("f2".into(), "f1".into(), 11)
+        ],
+        "{view}"
+    );
+
     let want = [
         ("www.example.com", json!([1])),
         ("www.example2.com", json!([2])),
@@ -111,4 +180,39 @@ fn the_example_chain_answers_both_names_and_reports_fabric_links() {
     });
     assert!(ok, "www.example2.com after the fabric came back: {r:?}");
     lab.down();
+}
+
+/// A fabric the lab cannot derive (`fabric = "auto"`) stops `lab up` before
+/// anything exists, naming node, port and line.
+#[test]
+fn an_inconsistent_fabric_creates_nothing() {
+    if !root_or_skip() {
+        return;
+    }
+    let name = lab_name('x', 'f');
+    let _guard = DownOnDrop(name.clone());
+    let renamed = LAB.replacen("name = \"rfc8677\"", &format!("name = \"{name}\""), 1);
+    for (from, to, want) in [
+        // f2's second port has no link ID.
+        (
+            "link_ids = [11, 4]",
+            "link_ids = [11]",
+            "\"f2\" (fwd) port #2 (segment \"n2\")",
+        ),
+        // nSFF1 claims a link_in its fwd port does not send.
+        (
+            "nsff_id = 1\n",
+            "nsff_id = 1\nlink_in = 7\n",
+            "\"nsff1\" [node.config] key `link_in`",
+        ),
+    ] {
+        let toml = renamed.replacen(from, to, 1);
+        assert_ne!(toml, renamed, "{from:?} is no longer in the example");
+        let file = write_lab_file(&name, &toml);
+        let out = svcroute(&["lab", "up", file.to_str().unwrap()]);
+        let msg = text(&out);
+        assert!(!out.status.success(), "{msg}");
+        assert!(msg.contains(want) && msg.contains("line "), "{msg}");
+        assert_nothing_of(&name);
+    }
 }

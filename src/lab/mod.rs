@@ -8,6 +8,9 @@
 //!
 //! - [`file`]: the lab file format and its validation (nothing is created
 //!   before the whole file, including the generated node files, checked out).
+//! - [`fabric`]: the RFC 8677 fabric tables an `nr` node with
+//!   `fabric = "auto"` gets from the topology (and the nSFF / fwd keys
+//!   that go with them).
 //! - [`netns`]: `ip`/`sysctl`/`kill` plumbing.
 //! - [`state`]: the run directory and `state.json`.
 
@@ -26,6 +29,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context as _, Result};
 use serde_json::{json, Value};
 
+mod fabric;
 mod file;
 pub(crate) mod netns;
 mod state;
