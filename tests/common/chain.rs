@@ -42,6 +42,8 @@ pub(crate) struct Opts {
     /// `key.pem` and the hosts' document roots `tls1/` and `tls2/`.
     /// Not with `sf1` (both serve `www.example.com` at nSFF1).
     pub(crate) tls: Option<String>,
+    /// Extra lab text appended at the end (kernel hosts, segments).
+    pub(crate) extra: String,
 }
 
 pub(crate) fn lab_file(name: &str, o: &Opts) -> String {
@@ -211,6 +213,7 @@ name = "client"
 segment = "cli"
 addrs = ["10.0.1.10/24"]
 "#;
+    s += &o.extra;
     s
 }
 

@@ -10,6 +10,7 @@ use svcroute_stack::wire::nsh::Spi;
 
 use crate::cache::{CacheConfig, CacheConfigError};
 use crate::classic::{ClassicConfig, Nnlm, Row, MAX_ROWS};
+use crate::sfc::{Classifier, Rule, RuleConfig, MAX_RULES};
 use crate::transport::{self, TransportConfig};
 
 /// One local service function (`[[nsff.sf]]`).
@@ -104,6 +105,17 @@ pub struct NsffConfig {
     pub max_clients: usize,
     /// Local service functions.
     pub sf: Vec<SfConfig>,
+    /// The SF registration REST port on `sf_port` (`POST /sf`, `DELETE
+    /// /sf/<fqdn>`, `GET /sf`). Default 8080; 0 = none.
+    pub sf_rest_port: u16,
+    /// Most local SFs, config and REST together. Default 256.
+    pub max_sfs: usize,
+    /// Requests with neither an `NSH` header nor a matching classifier
+    /// rule are answered 421 (else routed by their own name). Default
+    /// false.
+    pub sfc_required: bool,
+    /// Classifier rules (`[[nsff.classifier]]`), first match wins.
+    pub classifier: Vec<RuleConfig>,
     /// The transport (`[nsff.transport]`).
     pub transport: TransportConfig,
     /// The FQDN cache (`[nsff.cache]`).
@@ -135,6 +147,10 @@ impl Default for NsffConfig {
             listeners: 4,
             max_clients: 1024,
             sf: Vec::new(),
+            sf_rest_port: 8080,
+            max_sfs: 256,
+            sfc_required: false,
+            classifier: Vec::new(),
             transport: TransportConfig::default(),
             cache: CacheConfig::default(),
             nnlm: Vec::new(),
@@ -153,7 +169,7 @@ pub enum ConfigError {
     #[error("nsff.sf: bad fqdn {0:?}")]
     Fqdn(String),
     /// Two listeners on one port.
-    #[error("nsff: http_port, proxy_port and https_port must differ ({0} twice)")]
+    #[error("nsff: http_port, proxy_port, https_port and sf_rest_port must differ ({0} twice)")]
     SamePort(u16),
     /// A zero limit.
     #[error(
@@ -172,6 +188,19 @@ pub enum ConfigError {
     Nnlm {
         /// Index of the row.
         row: usize,
+        /// The key to blame.
+        key: &'static str,
+        /// Why.
+        why: String,
+    },
+    /// More `[[nsff.sf]]` entries than `max_sfs`, or `max_sfs` 0.
+    #[error("nsff: {0} local SFs configured, max_sfs must be 1.. and at least that")]
+    MaxSfs(usize),
+    /// A bad classifier rule (`rule` counts from 0 in file order).
+    #[error("nsff.classifier[{rule}] `{key}`: {why}")]
+    Classifier {
+        /// Index of the rule.
+        rule: usize,
         /// The key to blame.
         key: &'static str,
         /// Why.
@@ -199,14 +228,21 @@ impl NsffConfig {
         {
             return Err(ConfigError::Zero);
         }
-        let ports = self.listen_ports();
-        for (i, (p, _)) in ports.iter().enumerate() {
-            if ports[..i].iter().any(|(q, _)| q == p) {
+        let mut ports: Vec<u16> = self.listen_ports().iter().map(|p| p.0).collect();
+        if self.sf_rest_port != 0 {
+            ports.push(self.sf_rest_port);
+        }
+        for (i, p) in ports.iter().enumerate() {
+            if ports[..i].contains(p) {
                 return Err(ConfigError::SamePort(*p));
             }
         }
+        if self.max_sfs == 0 || self.sf.len() > self.max_sfs {
+            return Err(ConfigError::MaxSfs(self.sf.len()));
+        }
         self.transport.validate()?;
         self.nnlm()?;
+        self.classifier()?;
         if let Some(key) = self.classic.invalid_key() {
             return Err(ConfigError::Classic(key));
         }
@@ -234,6 +270,31 @@ impl NsffConfig {
             }
         }
         Ok(table)
+    }
+
+    /// The classifier built from the `[[nsff.classifier]]` rules; the
+    /// first bad rule is named by index and key.
+    pub fn classifier(&self) -> Result<Classifier, ConfigError> {
+        if self.classifier.len() > MAX_RULES {
+            return Err(ConfigError::Classifier {
+                rule: MAX_RULES,
+                key: "spi",
+                why: format!("at most {MAX_RULES} rules"),
+            });
+        }
+        let rules = self
+            .classifier
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                Rule::new(c).map_err(|e| ConfigError::Classifier {
+                    rule: i,
+                    key: e.key,
+                    why: e.why,
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Classifier::new(rules))
     }
 
     /// The nSFF ID.
@@ -322,6 +383,59 @@ mod tests {
             ..NsffConfig::default()
         };
         assert_eq!(same.validate(), Err(ConfigError::SamePort(80)));
+    }
+
+    #[test]
+    fn sfc_settings_are_checked() {
+        let cfg = NsffConfig::default();
+        assert_eq!(
+            (cfg.sf_rest_port, cfg.max_sfs, cfg.sfc_required),
+            (8080, 256, false)
+        );
+        let same = NsffConfig {
+            sf_rest_port: 3128,
+            ..NsffConfig::default()
+        };
+        assert_eq!(same.validate(), Err(ConfigError::SamePort(3128)));
+        let sf = SfConfig {
+            fqdn: "a.example".into(),
+            addr: "10.0.3.2".parse().unwrap(),
+            port: 80,
+            tls_port: 443,
+        };
+        let over = NsffConfig {
+            max_sfs: 1,
+            sf: vec![
+                sf.clone(),
+                SfConfig {
+                    fqdn: "b.example".into(),
+                    ..sf
+                },
+            ],
+            ..NsffConfig::default()
+        };
+        assert_eq!(over.validate(), Err(ConfigError::MaxSfs(2)));
+        let cfg: NsffConfig = serde_json::from_str(
+            r#"{"sfc_required": true, "classifier": [
+                {"host": "www.a.example", "spi": 10, "si": 255},
+                {"source": "10.0.1.0/24", "path_prefix": "/img", "spi": 11, "si": 3}
+            ]}"#,
+        )
+        .unwrap();
+        assert_eq!(cfg.validate(), Ok(()));
+        assert_eq!(cfg.classifier().unwrap().len(), 2);
+        let mut bad = cfg.clone();
+        bad.classifier[1].source = Some("10.0.1.0/40".into());
+        assert_eq!(
+            bad.validate().unwrap_err().to_string(),
+            "nsff.classifier[1] `source`: \"10.0.1.0/40\" is not a prefix"
+        );
+        let mut bad = cfg;
+        bad.classifier[0].si = 300;
+        assert_eq!(
+            bad.validate().unwrap_err().to_string(),
+            "nsff.classifier[0] `si`: 300 is over 255"
+        );
     }
 
     #[test]

@@ -23,6 +23,12 @@
 //!   NSH over Ethernet, GRE or VXLAN-GPE in, nNLM lookup by (SPI, SI), TTL
 //!   decremented, re-encapsulated toward the row's next hop
 //!   (`[[nsff.nnlm]]`, `[nsff.classic]`).
+//! - [`sfc`]: HTTP service function chaining: (SPI, SI) from the `NSH`
+//!   request header or `[[nsff.classifier]]` rules, the nNLM row's name
+//!   or `http-service` next hop decides where the request goes, 421 when
+//!   nothing fits.
+//! - [`rest`]: local SF registration over REST on `sf_port`
+//!   (`POST /sf`, `DELETE /sf/<fqdn>`, `GET /sf`; `sf_rest_port` 8080).
 //!
 //! See `docs/nsff.md`.
 
@@ -34,6 +40,8 @@ pub mod classic;
 pub mod config;
 pub mod node;
 mod relay;
+pub mod rest;
+pub mod sfc;
 pub mod tls;
 pub mod transport;
 

@@ -36,11 +36,23 @@
 //!   `register_interval_ms`, and at once after a path
 //!   update for ALL NODES (an NR restart). Path responses feed the cache;
 //!   path updates flush it.
+//! - **HTTP SFC** ([`sfc`]): before a request is routed by its name, its
+//!   (SPI, SI) comes from an `NSH` header or a classifier rule, and the
+//!   nNLM row picks the name (a name or `http-service` row; `end` routes
+//!   by `Host` without NSH; anything else, or no classification when
+//!   required, is 421). The SF that gets it gets `NSH`; a remote one is
+//!   named to the egress by `NSH-Next-Hop`. SFs send requests back to the
+//!   nSFF's SF-facing address (listening there too when `sf_port` is
+//!   another port).
+//! - **SF registration REST** ([`crate::rest`], `sf_rest_port` on
+//!   `sf_port`): SFs added over REST join the same table as config ones
+//!   (registered, health-checked); removed ones are deregistered.
 //! - **GFF in**: frames whose pathID holds our `link_in` bit are consumed;
 //!   other GFF frames are dropped (`nsff_gff_not_for_us`). Everything else
 //!   is checked with [`check_frame`] and goes to smoltcp.
 //!
 //! Errors to the client: unknown name 502, NR silent 504, bad `Host` 400,
+//! SFC misdirected 421,
 //! tables full 503, SF unreachable or broken 502, transaction failed 504;
 //! the body says why, each is counted.
 
@@ -66,6 +78,8 @@ use crate::cache::{CacheEvent, CacheStats, Lookup, PathCache, Route, Unresolved}
 use crate::classic::Classic;
 use crate::config::{ConfigError, NsffConfig};
 use crate::relay::{End, Pipe, Side};
+use crate::rest::{NewSf, Op, RestError, SfRest};
+use crate::sfc::{self, Classified, Classifier, Decision, NshHeader};
 use crate::tls::{self, Alert, Peek};
 use crate::transport::{Endpoint, Event, Stats, TxnStats};
 
@@ -244,6 +258,28 @@ impl SfJob {
     }
 }
 
+/// One local SF, from config or registered over REST.
+#[derive(Debug)]
+struct LocalSf {
+    fqdn: Fqdn,
+    addr: IpAddress,
+    port: u16,
+    tls_port: u16,
+    /// Registered over REST (else from `[[nsff.sf]]`).
+    rest: bool,
+    health: Health,
+}
+
+impl LocalSf {
+    fn json(&self) -> Value {
+        json!({
+            "fqdn": self.fqdn.as_str(), "addr": self.addr.to_string(), "port": self.port,
+            "tls_port": self.tls_port, "source": if self.rest { "rest" } else { "config" },
+            "healthy": self.health.healthy, "failed_probes": self.health.fails,
+        })
+    }
+}
+
 /// Health of one local SF.
 #[derive(Debug)]
 struct Health {
@@ -253,6 +289,18 @@ struct Health {
     /// The probe connection in progress and when it started.
     probe: Option<(SocketHandle, Instant)>,
     next_probe: Option<Instant>,
+}
+
+impl Health {
+    /// A new SF counts as healthy until its probes fail.
+    const fn new() -> Self {
+        Self {
+            healthy: true,
+            fails: 0,
+            probe: None,
+            next_probe: None,
+        }
+    }
 }
 
 /// What a client connection's current request goes to.
@@ -277,6 +325,8 @@ struct Client {
     active: Instant,
     /// Index of the pool it came from.
     pool: usize,
+    /// Index of the port its socket is on.
+    port: usize,
     sock: SocketHandle,
     dec: RequestDecoder,
     inbuf: Vec<u8>,
@@ -339,17 +389,22 @@ enum TlsStage {
 pub struct Nsff {
     cfg: NsffConfig,
     me: NsffId,
-    sfs: Vec<(Fqdn, IpAddress, u16)>,
-    /// Per SF, same order: its TLS port.
-    tls_ports: Vec<u16>,
-    /// Per SF, same order.
-    health: Vec<Health>,
+    /// Local SFs: config ones first, then REST ones in registration order.
+    sfs: Vec<LocalSf>,
+    /// The SF registration REST server on `sf_port` (`sf_rest_port`).
+    rest: Option<SfRest>,
+    /// Classifier rules (`[[nsff.classifier]]`).
+    classifier: Classifier,
     ep: Endpoint,
     cache: PathCache<u64>,
     mac: EthernetAddress,
     /// Listening pools on `client_port`: `http_port`, `proxy_port`,
-    /// `https_port` (those that are not 0).
+    /// `https_port` (those that are not 0); then, when `sf_port` is
+    /// another port, `http_port` and `proxy_port` on it (SFs send requests
+    /// back there).
     pools: Vec<ListenPool>,
+    /// Per pool: the port index it listens on.
+    pool_port: Vec<usize>,
     /// Per pool: whether it is the TLS passthrough one.
     pool_tls: Vec<bool>,
     /// TLS passthrough sessions (client side), by client ID (the same IDs
@@ -382,32 +437,31 @@ impl Nsff {
         let sfs = cfg
             .sfs()?
             .into_iter()
-            .map(|(f, a, p)| (f, IpAddress::from(a), p))
-            .collect();
-        let tls_ports = cfg.sf.iter().map(|s| s.tls_port).collect();
-        let ep = Endpoint::new(me, cfg.transport.clone(), 0)?;
-        let health = cfg
-            .sf
-            .iter()
-            .map(|_| Health {
-                healthy: true,
-                fails: 0,
-                probe: None,
-                next_probe: None,
+            .zip(&cfg.sf)
+            .map(|((fqdn, a, port), c)| LocalSf {
+                fqdn,
+                addr: IpAddress::from(a),
+                port,
+                tls_port: c.tls_port,
+                rest: false,
+                health: Health::new(),
             })
             .collect();
+        let ep = Endpoint::new(me, cfg.transport.clone(), 0)?;
+        let classifier = cfg.classifier()?;
         let cache = PathCache::new(me, cfg.nr_path(), cfg.cache.clone(), None)?;
         let classic = Classic::new(cfg.nnlm()?, cfg.classic.clone());
         Ok(Self {
             me,
             sfs,
-            tls_ports,
-            health,
+            rest: None,
+            classifier,
             ep,
             cache,
             mac: EthernetAddress([0x02, 0, 0, 0, 0, 0]),
             pools: Vec::new(),
             pool_tls: Vec::new(),
+            pool_port: Vec::new(),
             tls: BTreeMap::new(),
             clients: BTreeMap::new(),
             next_client: 1,
@@ -440,19 +494,16 @@ impl Nsff {
     fn local_sf(&self, fqdn: &Fqdn) -> Option<(IpAddress, u16)> {
         self.sfs
             .iter()
-            .zip(&self.health)
-            .find(|((f, _, _), h)| f == fqdn && h.healthy)
-            .map(|(&(_, a, p), _)| (a, p))
+            .find(|s| &s.fqdn == fqdn && s.health.healthy)
+            .map(|s| (s.addr, s.port))
     }
 
     /// A healthy local SF serving `fqdn`: its address and TLS port.
     fn local_sf_tls(&self, fqdn: &Fqdn) -> Option<(IpAddress, u16)> {
         self.sfs
             .iter()
-            .zip(&self.tls_ports)
-            .zip(&self.health)
-            .find(|(((f, _, _), _), h)| f == fqdn && h.healthy)
-            .map(|(((_, a, _), &p), _)| (*a, p))
+            .find(|s| &s.fqdn == fqdn && s.health.healthy)
+            .map(|s| (s.addr, s.tls_port))
     }
 
     /// Send a (de)registration of `fqdn` to the NR.
@@ -475,9 +526,9 @@ impl Nsff {
 
     /// Send our registrations (healthy SFs only).
     fn register(&mut self, now: Instant, out: &mut Outbox, stats: &mut Counters) {
-        for ((fqdn, _, _), h) in self.sfs.iter().zip(&self.health) {
-            if h.healthy {
-                self.send_registration(fqdn, false, out);
+        for sf in &self.sfs {
+            if sf.health.healthy {
+                self.send_registration(&sf.fqdn, false, out);
                 stats.bump("nsff.registrations_sent");
             }
         }
@@ -502,11 +553,14 @@ impl Nsff {
         let sp = self.cfg.sf_port();
         let mut any = false;
         for i in 0..self.sfs.len() {
-            let (fqdn, addr, port) = self.sfs[i].clone();
+            let (fqdn, addr, port) = {
+                let s = &self.sfs[i];
+                (s.fqdn.clone(), s.addr, s.port)
+            };
             let Some(ps) = cx.ports.get_mut(sp) else {
                 return false;
             };
-            let h = &mut self.health[i];
+            let h = &mut self.sfs[i].health;
             if let Some((sock, started)) = h.probe {
                 let s = ps.sockets.get_mut::<tcp::Socket>(sock);
                 let state = s.state();
@@ -571,6 +625,159 @@ impl Nsff {
             }
         }
         any
+    }
+
+    /// Serve the SF registration REST (`sf_rest_port` on `sf_port`).
+    fn poll_rest(&mut self, cx: &mut Context<'_>) -> bool {
+        let Some(mut rest) = self.rest.take() else {
+            return false;
+        };
+        let sp = self.cfg.sf_port();
+        let mut removed = Vec::new();
+        let now = cx.now;
+        let any = match cx.ports.get_mut(sp) {
+            Some(ps) => {
+                let out = &mut *cx.out;
+                rest.poll(now, &mut ps.sockets, cx.stats, |op, stats| {
+                    self.apply_rest(now, op, out, stats, &mut removed)
+                })
+            }
+            None => false,
+        };
+        self.rest = Some(rest);
+        for sf in removed {
+            self.forget_sf(cx, sf);
+        }
+        any
+    }
+
+    /// Carry out one REST operation on the SF table.
+    fn apply_rest(
+        &mut self,
+        now: Instant,
+        op: Op,
+        out: &mut Outbox,
+        stats: &mut Counters,
+        removed: &mut Vec<LocalSf>,
+    ) -> Result<(u16, Value), RestError> {
+        let conflict = |reason: String| RestError {
+            status: 409,
+            field: Some("fqdn"),
+            reason,
+        };
+        match op {
+            Op::List => Ok((
+                200,
+                json!({
+                    "nsff_id": self.me.value(),
+                    "max_sfs": self.cfg.max_sfs,
+                    "sfs": self.sfs.iter().map(LocalSf::json).collect::<Vec<Value>>(),
+                }),
+            )),
+            Op::Show(fqdn) => self
+                .sfs
+                .iter()
+                .find(|s| s.fqdn == fqdn)
+                .map(|s| (200, s.json()))
+                .ok_or_else(|| RestError::new(404, format!("no local SF {fqdn}"))),
+            Op::Add(NewSf {
+                fqdn,
+                addr,
+                port,
+                tls_port,
+            }) => {
+                let addr = IpAddress::from(addr);
+                if let Some(e) = self.sfs.iter().find(|s| s.fqdn == fqdn) {
+                    if !e.rest {
+                        return Err(conflict(format!(
+                            "{fqdn} is configured in the node file ([[nsff.sf]])"
+                        )));
+                    }
+                    if (e.addr, e.port, e.tls_port) != (addr, port, tls_port) {
+                        return Err(conflict(format!(
+                            "{fqdn} is already registered at {}:{}; DELETE it first",
+                            e.addr, e.port
+                        )));
+                    }
+                    // The same SF again (it restarted, say): refresh.
+                    stats.bump("nsff.rest_sf_refreshed");
+                    if e.health.healthy {
+                        self.send_registration(&fqdn, false, out);
+                        stats.bump("nsff.registrations_sent");
+                    }
+                    return Ok((200, e.json()));
+                }
+                if let Some(e) = self.sfs.iter().find(|s| s.fqdn.hash() == fqdn.hash()) {
+                    return Err(conflict(format!(
+                        "{fqdn} has the same 16-bit name hash as local SF {} (RFC 8677)",
+                        e.fqdn
+                    )));
+                }
+                if self.sfs.len() >= self.cfg.max_sfs {
+                    return Err(RestError::new(
+                        507,
+                        format!("this nSFF has max_sfs = {} local SFs", self.cfg.max_sfs),
+                    ));
+                }
+                log::info!("nsff: REST registered SF {fqdn} at {addr}:{port}");
+                self.send_registration(&fqdn, false, out);
+                stats.bump("nsff.registrations_sent");
+                // Registrations are not acknowledged: repeat soon, as at start.
+                self.register_gap_ms = REGISTER_FIRST_GAP_MS;
+                self.next_register = Some(now + Duration::from_millis(REGISTER_FIRST_GAP_MS));
+                stats.bump("nsff.rest_sf_added");
+                let sf = LocalSf {
+                    fqdn,
+                    addr,
+                    port,
+                    tls_port,
+                    rest: true,
+                    health: Health::new(),
+                };
+                let v = sf.json();
+                self.sfs.push(sf);
+                Ok((201, v))
+            }
+            Op::Remove(fqdn) => {
+                let Some(i) = self.sfs.iter().position(|s| s.fqdn == fqdn) else {
+                    return Err(RestError::new(404, format!("no local SF {fqdn}")));
+                };
+                if !self.sfs[i].rest {
+                    return Err(conflict(format!(
+                        "{fqdn} is configured in the node file ([[nsff.sf]]), not removable over REST"
+                    )));
+                }
+                let sf = self.sfs.remove(i);
+                log::info!("nsff: REST removed SF {fqdn}");
+                self.send_registration(&fqdn, true, out);
+                stats.bump("nsff.deregistrations_sent");
+                stats.bump("nsff.rest_sf_removed");
+                removed.push(sf);
+                Ok((204, Value::Null))
+            }
+        }
+    }
+
+    /// Let go of a removed SF's sockets: its probe, its idle connections.
+    /// Exchanges in progress finish on their own connections.
+    fn forget_sf(&mut self, cx: &mut Context<'_>, sf: LocalSf) {
+        let Some(ps) = cx.ports.get_mut(self.cfg.sf_port()) else {
+            return;
+        };
+        if let Some((sock, _)) = sf.health.probe {
+            ps.sockets.get_mut::<tcp::Socket>(sock).abort();
+            ps.sockets.remove(sock);
+        }
+        let target = (sf.addr, sf.port);
+        let (idle, closing) = (&mut self.idle, &mut self.closing);
+        idle.retain(|&(t, sock, _)| {
+            if t != target {
+                return true;
+            }
+            ps.sockets.get_mut::<tcp::Socket>(sock).close();
+            closing.push((cx.now, sock));
+            false
+        });
     }
 
     /// Transport and cache output onto the fabric.
@@ -711,15 +918,102 @@ impl Nsff {
         }
     }
 
-    /// Route a client request whose head just arrived.
+    /// Route a client request whose head just arrived (its bytes are at
+    /// the start of `c.msg`): classify it (SPI, SI), look the nNLM up, and
+    /// send it on to the name that gives (see [`sfc`]).
     fn route(&mut self, cx: &mut Context<'_>, id: u64, c: &mut Client, head: &RequestHead) {
-        let Some(fqdn) = request_name(head) else {
-            cx.stats.bump("nsff.bad_host");
-            self.canned(c, 400, "no usable Host header: it names the service");
-            return;
+        let name = request_name(head);
+        let class = match head.headers.get(sfc::NSH_HEADER) {
+            Some(v) => match NshHeader::parse(v) {
+                Ok(n) => {
+                    cx.stats.bump("nsff.classified_header");
+                    Classified::Header(n)
+                }
+                Err(e) => {
+                    cx.stats.bump("nsff.sfc_bad_nsh_header");
+                    self.canned(c, 400, &e.to_string());
+                    return;
+                }
+            },
+            None => {
+                let src = cx.ports[c.port]
+                    .sockets
+                    .get::<tcp::Socket>(c.sock)
+                    .remote_endpoint()
+                    .map(|e| std_ip(e.addr));
+                match self
+                    .classifier
+                    .classify(src, name.as_ref(), request_path(head))
+                {
+                    Some(n) => {
+                        cx.stats.bump("nsff.classified_rule");
+                        Classified::Rule(n)
+                    }
+                    None => Classified::None,
+                }
+            }
+        };
+        let table = self.classic.table();
+        let decision = sfc::decide(table, class, name.as_ref(), self.cfg.sfc_required);
+        let (fqdn, nsh) = match decision {
+            Decision::Unclassified | Decision::End(_) => {
+                if matches!(decision, Decision::End(_)) {
+                    cx.stats.bump("nsff.sfc_end");
+                } else if class == Classified::None {
+                    cx.stats.bump("nsff.unclassified");
+                }
+                let Some(fqdn) = name else {
+                    cx.stats.bump("nsff.bad_host");
+                    self.canned(c, 400, "no usable Host header: it names the service");
+                    return;
+                };
+                (fqdn, None)
+            }
+            Decision::ToName {
+                fqdn,
+                nsh,
+                implicit,
+            } => {
+                cx.stats.bump(if implicit {
+                    "nsff.sfc_http_service"
+                } else {
+                    "nsff.sfc_to_name"
+                });
+                (fqdn, Some(nsh))
+            }
+            Decision::NoName(_) => {
+                cx.stats.bump("nsff.bad_host");
+                self.canned(
+                    c,
+                    400,
+                    "the nNLM row is http-service but the request has no usable Host",
+                );
+                return;
+            }
+            Decision::Misdirected(m) => {
+                cx.stats.bump("nsff.misdirected_421");
+                cx.stats.bump(m.counter());
+                self.canned(c, 421, &m.to_string());
+                return;
+            }
         };
         cx.stats.bump("nsff.requests");
-        if let Some((addr, port)) = self.local_sf(&fqdn) {
+        let local = self.local_sf(&fqdn);
+        // The NSH header goes to the SF that gets the request (here, or at
+        // the egress, told by the next-hop header); a request routed by its
+        // own name carries neither. Whatever the sender put there is gone.
+        let mut add = Vec::new();
+        if let Some(n) = nsh {
+            add.push(("NSH", n.to_string()));
+            if local.is_none() {
+                add.push(("NSH-Next-Hop", fqdn.as_str().to_owned()));
+                cx.stats.bump("nsff.sfc_remote");
+            } else {
+                cx.stats.bump("nsff.sfc_nsh_added");
+            }
+        }
+        let _ = sfc::edit_head(&mut c.msg, &[sfc::NSH_HEADER, sfc::NEXT_HOP_HEADER], &add);
+        if let Some((addr, port)) = local {
             cx.stats.bump("nsff.requests_local");
             let job = self.connect_sf(cx, addr, port, head);
             c.up = Up::Local { job };
@@ -777,7 +1071,7 @@ impl Nsff {
 
     /// Work on one client connection; `false` when it is gone.
     fn pump_client(&mut self, cx: &mut Context<'_>, id: u64, c: &mut Client) -> (bool, bool) {
-        let cp = self.cfg.client_port;
+        let cp = c.port;
         let mut any = false;
         for _ in 0..64 {
             let mut progress = false;
@@ -973,7 +1267,7 @@ impl Nsff {
             Up::Local { job } => self.remove_job(cx, job),
             Up::Idle | Up::Resolving => {}
         }
-        let ps = &mut cx.ports[self.cfg.client_port];
+        let ps = &mut cx.ports[c.port];
         ps.sockets.get_mut::<tcp::Socket>(c.sock).abort();
         ps.sockets.remove(c.sock);
         if let Some(p) = self.pools.get_mut(c.pool) {
@@ -1015,8 +1309,24 @@ impl Nsff {
             // went through the decoder already).
             while let Some(input) = e.held.get(e.scanned..) {
                 match e.dec.decode(input) {
-                    Ok((_, Decoded::Head(h))) => {
-                        let name = request_name(&h);
+                    Ok((n, Decoded::Head(h))) => {
+                        e.scanned += n;
+                        let name = match h.headers.get(sfc::NEXT_HOP_HEADER) {
+                            // The ingress chose the SF by the nNLM: deliver
+                            // to it (with the NSH header, without this one).
+                            Some(v) => {
+                                cx.stats.bump("nsff.egress_sfc");
+                                if let Some(d) =
+                                    sfc::edit_head(&mut e.held, &[sfc::NEXT_HOP_HEADER], &[])
+                                {
+                                    e.scanned = e.scanned.saturating_add_signed(d);
+                                }
+                                std::str::from_utf8(v)
+                                    .ok()
+                                    .and_then(|v| Fqdn::new(&v.trim().to_ascii_lowercase()).ok())
+                            }
+                            None => request_name(&h),
+                        };
                         let sf = name.as_ref().and_then(|n| self.local_sf(n));
                         e.job = Some(match sf {
                             Some((addr, port)) => {
@@ -1702,6 +2012,21 @@ fn origin_form(head: &mut Vec<u8>, target: &str) {
     head.splice(at..at + target.len(), path.bytes());
 }
 
+/// The path of a request's target (absolute-form: after the authority).
+fn request_path(h: &RequestHead) -> &str {
+    match h.target.strip_prefix("http://") {
+        Some(rest) => rest.find('/').map_or("/", |i| &rest[i..]),
+        None => &h.target,
+    }
+}
+
+fn std_ip(a: IpAddress) -> std::net::IpAddr {
+    match a {
+        IpAddress::Ipv4(a) => std::net::IpAddr::V4(a),
+        IpAddress::Ipv6(a) => std::net::IpAddr::V6(a),
+    }
+}
+
 /// The service a request names: the authority of an absolute-form target
 /// (explicit proxy), else the `Host` header; without port, lowercased.
 fn request_name(h: &RequestHead) -> Option<Fqdn> {
@@ -1732,6 +2057,7 @@ fn error_response(status: u16, why: &str) -> Vec<u8> {
     let reason = match status {
         400 => "Bad Request",
         413 => "Content Too Large",
+        421 => "Misdirected Request",
         431 => "Request Header Fields Too Large",
         502 => "Bad Gateway",
         503 => "Service Unavailable",
@@ -1797,9 +2123,31 @@ impl Role for Nsff {
             // Fresh 4-tuples after a restart (RFC 6056).
             self.next_local_port = p.ephemeral_port();
         }
+        let sp = self.cfg.sf_port();
+        let mut listen: Vec<(usize, u16, bool)> = Vec::new();
         if self.cfg.client_port < cx.ports.len() {
-            for (port, is_tls) in self.cfg.listen_ports() {
+            let cp = self.cfg.client_port;
+            listen.extend(self.cfg.listen_ports().into_iter().map(|(p, t)| (cp, p, t)));
+        } else {
+            log::warn!("nsff: client_port {} does not exist", self.cfg.client_port);
+        }
+        if sp != self.cfg.client_port && sp < cx.ports.len() {
+            // SFs send requests back (the next SI) to their SF-facing address.
+            listen.extend(
+                self.cfg
+                    .listen_ports()
+                    .into_iter()
+                    .filter(|&(_, t)| !t)
+                    .map(|(p, t)| (sp, p, t)),
+            );
+        }
+        if self.cfg.sf_rest_port != 0 && sp < cx.ports.len() {
+            self.rest = Some(SfRest::new(self.cfg.sf_rest_port));
+        }
+        {
+            for (pidx, port, is_tls) in listen {
                 self.pool_tls.push(is_tls);
+                self.pool_port.push(pidx);
                 self.pools.push(ListenPool::new(
                     IpListenEndpoint { addr: None, port },
                     ListenConfig {
@@ -1812,8 +2160,6 @@ impl Role for Nsff {
                     "nsff.client_limit",
                 ));
             }
-        } else {
-            log::warn!("nsff: client_port {} does not exist", self.cfg.client_port);
         }
         self.poll(cx);
     }
@@ -1831,17 +2177,15 @@ impl Role for Nsff {
             self.cache.handle_timeout(cx.now);
         }
         for (pi, pool) in self.pools.iter_mut().enumerate() {
-            let ps = &mut cx.ports[self.cfg.client_port];
+            let pidx = self.pool_port[pi];
+            let ps = &mut cx.ports[pidx];
             for sock in pool.accept(&mut ps.sockets, cx.stats) {
                 let id = self.next_client;
                 self.next_client += 1;
                 any = true;
                 if self.pool_tls.get(pi).copied().unwrap_or(false) {
                     cx.stats.bump("nsff.tls_accepted");
-                    let a = End::Tcp {
-                        port: self.cfg.client_port,
-                        sock,
-                    };
+                    let a = End::Tcp { port: pidx, sock };
                     self.tls.insert(
                         id,
                         TlsSession {
@@ -1858,6 +2202,7 @@ impl Role for Nsff {
                     id,
                     Client {
                         pool: pi,
+                        port: pidx,
                         sock,
                         dec: RequestDecoder::new(streaming()),
                         inbuf: Vec::new(),
@@ -1872,6 +2217,7 @@ impl Role for Nsff {
                 );
             }
         }
+        any |= self.poll_rest(cx);
         any |= self.health_checks(cx);
         for _ in 0..8 {
             let mut round = self.events(cx);
@@ -1927,8 +2273,9 @@ impl Role for Nsff {
             .then(|| now + Duration::from_secs(1));
         let timeout = Duration::from_millis(self.cfg.health_timeout_ms);
         let health = self
-            .health
+            .sfs
             .iter()
+            .map(|s| &s.health)
             .filter_map(|h| match h.probe {
                 Some((_, started)) => Some(started + timeout),
                 None => h.next_probe,
@@ -1941,6 +2288,7 @@ impl Role for Nsff {
             health,
             clients,
             self.classic.poll_at(),
+            self.rest.as_ref().and_then(SfRest::poll_at),
         ]
         .into_iter()
         .flatten()
@@ -1955,9 +2303,17 @@ impl Role for Nsff {
             if let Err(reason) = check_frame(frame) {
                 return Verdict::Drop(reason);
             }
-            if port == self.cfg.client_port {
-                for p in &mut self.pools {
-                    p.note_frame(frame);
+            for (p, _) in self
+                .pools
+                .iter_mut()
+                .zip(&self.pool_port)
+                .filter(|&(_, &pp)| pp == port)
+            {
+                p.note_frame(frame);
+            }
+            if port == self.cfg.sf_port() {
+                if let Some(r) = &mut self.rest {
+                    r.note_frame(frame);
                 }
             }
             return Verdict::Pass;
@@ -2002,13 +2358,9 @@ impl Role for Nsff {
             }),
             "sfs" => json!({
                 "nsff_id": self.me.value(),
-                "sfs": self.sfs.iter().zip(&self.health).map(|((f, a, p), h)| json!({
-                    "fqdn": f.as_str(), "addr": a.to_string(), "port": p,
-                    "healthy": h.healthy, "failed_probes": h.fails,
-                })).zip(&self.tls_ports).map(|(mut v, t)| {
-                    v["tls_port"] = json!(t);
-                    v
-                }).collect::<Vec<Value>>(),
+                "sfs": self.sfs.iter().map(LocalSf::json).collect::<Vec<Value>>(),
+                "max_sfs": self.cfg.max_sfs,
+                "sf_rest_port": self.cfg.sf_rest_port,
                 "tls_sessions": self.tls.len(),
                 "clients": self.clients.len(),
                 "sf_jobs": self.jobs.len(),
@@ -2119,6 +2471,148 @@ mod tests {
             ..NsffConfig::default()
         };
         assert!(matches!(Nsff::new(cfg), Err(ConfigError::Fqdn(_))));
+    }
+
+    /// The (de)registrations in `out`: (deregister, FQDN).
+    fn registrations(out: &mut Outbox) -> Vec<(bool, String)> {
+        out.drain()
+            .filter_map(|(_, _, f)| {
+                let Some(Ok((repr, range))) = parse_gff(&f) else {
+                    return None;
+                };
+                match nr::Repr::parse(repr.msg_type, &f[range]) {
+                    Ok(nr::Repr::Registration(r)) => {
+                        let name = r.tlvs.iter().find_map(|t| match t {
+                            Tlv::Fqdn(n) => Some(n.to_owned()),
+                            _ => None,
+                        })?;
+                        Some((r.deregister, name))
+                    }
+                    _ => None,
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn rest_operations_on_the_sf_table() {
+        let mut n = Nsff::new(NsffConfig {
+            max_sfs: 3,
+            sf: vec![crate::config::SfConfig {
+                fqdn: "www.conf.example".into(),
+                addr: "10.0.3.5".parse().unwrap(),
+                port: 80,
+                tls_port: 443,
+            }],
+            ..NsffConfig::default()
+        })
+        .unwrap();
+        let mut out = Outbox::default();
+        let mut stats = Counters::default();
+        let mut removed = Vec::new();
+        let now = Instant::from_millis(0);
+        let mut op = |n: &mut Nsff, op: Op, out: &mut Outbox| {
+            n.apply_rest(now, op, out, &mut stats, &mut removed)
+                .map_err(|e| (e.status, e.field))
+        };
+        let add = |fqdn: &str, addr: &str, port: u16| {
+            Op::Add(NewSf {
+                fqdn: Fqdn::new(fqdn).unwrap(),
+                addr: addr.parse().unwrap(),
+                port,
+                tls_port: 443,
+            })
+        };
+        let (st, v) = op(&mut n, add("www.kern.example", "10.0.3.20", 8000), &mut out).unwrap();
+        assert_eq!(st, 201);
+        assert_eq!(v["source"], "rest");
+        assert_eq!(v["port"], 8000);
+        assert_eq!(
+            registrations(&mut out),
+            [(false, "www.kern.example".into())]
+        );
+        assert_eq!(
+            n.local_sf(&Fqdn::new("www.kern.example").unwrap()),
+            Some((IpAddress::v4(10, 0, 3, 20), 8000))
+        );
+        // The same again: 200 and registered again; another address: 409.
+        let (st, _) = op(&mut n, add("www.kern.example", "10.0.3.20", 8000), &mut out).unwrap();
+        assert_eq!(st, 200);
+        assert_eq!(registrations(&mut out).len(), 1);
+        assert_eq!(
+            op(&mut n, add("www.kern.example", "10.0.3.21", 8000), &mut out),
+            Err((409, Some("fqdn")))
+        );
+        // A config SF can be neither replaced nor removed over REST.
+        assert_eq!(
+            op(&mut n, add("www.conf.example", "10.0.3.5", 80), &mut out),
+            Err((409, Some("fqdn")))
+        );
+        let conf = Fqdn::new("www.conf.example").unwrap();
+        assert_eq!(
+            op(&mut n, Op::Remove(conf), &mut out),
+            Err((409, Some("fqdn")))
+        );
+        // Two names with one 16-bit hash cannot both be local.
+        let mut seen = BTreeMap::new();
+        let (a, b) = (0..)
+            .find_map(|i| {
+                let f = Fqdn::new(&format!("s{i}.example")).unwrap();
+                seen.insert(f.hash(), f.clone()).map(|old| (old, f))
+            })
+            .unwrap();
+        assert_eq!(
+            op(&mut n, add(a.as_str(), "10.0.3.30", 80), &mut out)
+                .unwrap()
+                .0,
+            201
+        );
+        assert_eq!(
+            op(&mut n, add(b.as_str(), "10.0.3.31", 80), &mut out),
+            Err((409, Some("fqdn")))
+        );
+        // max_sfs = 3: the table is full.
+        assert_eq!(
+            op(&mut n, add("www.more.example", "10.0.3.40", 80), &mut out),
+            Err((507, None))
+        );
+        // List, show, remove.
+        let (_, v) = op(&mut n, Op::List, &mut out).unwrap();
+        let names: Vec<&str> = v["sfs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["fqdn"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["www.conf.example", "www.kern.example", a.as_str()]);
+        let kern = Fqdn::new("www.kern.example").unwrap();
+        assert_eq!(
+            op(&mut n, Op::Show(kern.clone()), &mut out).unwrap().1["addr"],
+            "10.0.3.20"
+        );
+        registrations(&mut out);
+        assert_eq!(
+            op(&mut n, Op::Remove(kern.clone()), &mut out).unwrap().0,
+            204
+        );
+        assert_eq!(registrations(&mut out), [(true, "www.kern.example".into())]);
+        assert_eq!(n.local_sf(&kern), None);
+        assert_eq!(
+            op(&mut n, Op::Remove(kern.clone()), &mut out),
+            Err((404, None))
+        );
+        assert_eq!(op(&mut n, Op::Show(kern), &mut out), Err((404, None)));
+        // Room again.
+        assert_eq!(
+            op(&mut n, add("www.more.example", "10.0.3.40", 80), &mut out)
+                .unwrap()
+                .0,
+            201
+        );
+        assert_eq!(removed.len(), 1);
+        assert_eq!(stats.get("nsff.rest_sf_added"), 3);
+        assert_eq!(stats.get("nsff.rest_sf_removed"), 1);
+        assert_eq!(stats.get("nsff.rest_sf_refreshed"), 1);
     }
 
     fn ingress(n: &mut Nsff, frame: &[u8]) -> Verdict {
