@@ -8,12 +8,12 @@ use common::{
     assert_nothing_of, lab_name, root_or_skip, svcroute, text, write_lab_file, DownOnDrop, Lab,
 };
 
-const DEFAULT_LAB: &str = include_str!("../examples/labs/default.toml");
+const HOST_LAB: &str = include_str!("../examples/labs/host.toml");
 
-/// The default lab renamed to `name`, with `edit` applied.
-fn default_lab(name: &str, edit: impl Fn(String) -> String) -> String {
-    let renamed = DEFAULT_LAB.replacen("name = \"default\"", &format!("name = \"{name}\""), 1);
-    assert_ne!(renamed, DEFAULT_LAB, "the default lab's name line moved");
+/// The host lab renamed to `name`, with `edit` applied.
+fn host_lab(name: &str, edit: impl Fn(String) -> String) -> String {
+    let renamed = HOST_LAB.replacen("name = \"host\"", &format!("name = \"{name}\""), 1);
+    assert_ne!(renamed, HOST_LAB, "the host lab's name line moved");
     edit(renamed)
 }
 
@@ -23,7 +23,7 @@ fn up_serves_both_ways_and_down_removes_everything() {
         return;
     }
     let name = lab_name('t', 'a');
-    let lab = Lab::up(&name, &default_lab(&name, |t| t));
+    let lab = Lab::up(&name, &host_lab(&name, |t| t));
 
     // Kernel client -> userspace node, IPv4 and IPv6; kernel client ->
     // kernel server over the same bridge, both families.
@@ -66,7 +66,7 @@ fn a_malformed_lab_file_creates_nothing() {
     let _guard = DownOnDrop(name.clone());
     let file = write_lab_file(
         &name,
-        &default_lab(&name, |t| {
+        &host_lab(&name, |t| {
             t.replacen("segment = \"lan0\"", "segment = \"lan9\"", 1)
         }),
     );
@@ -81,7 +81,7 @@ fn a_malformed_lab_file_creates_nothing() {
 
     let file = write_lab_file(
         &name,
-        &default_lab(&name, |t| t.replacen("[[host]]", "[[host]]\nbogus = 1", 1)),
+        &host_lab(&name, |t| t.replacen("[[host]]", "[[host]]\nbogus = 1", 1)),
     );
     let out = svcroute(&["lab", "up", file.to_str().unwrap()]);
     assert!(!out.status.success());
@@ -99,7 +99,7 @@ fn a_lab_that_does_not_get_ready_is_torn_down() {
     // Nothing listens on 10.0.0.99:9, so `up` times out waiting for it.
     let file = write_lab_file(
         &name,
-        &default_lab(&name, |t| {
+        &host_lab(&name, |t| {
             t.replacen("wait_tcp = [", "wait_tcp = [\"10.0.0.99:9\", ", 1)
         }),
     );

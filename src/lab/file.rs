@@ -18,7 +18,9 @@ use toml::Spanned;
 use crate::config;
 
 /// The lab embedded in the binary (`lab up` without a file).
-pub(crate) const DEFAULT_LAB: &str = include_str!("../../examples/labs/default.toml");
+pub(crate) const DEFAULT_LAB: &str = include_str!("../../examples/labs/rfc8677.toml");
+/// The default lab's name (its `name` line; a test keeps them together).
+pub(crate) const DEFAULT_LAB_NAME: &str = "rfc8677";
 
 /// Roles `[[node]] role` may name.
 pub(crate) const KNOWN_ROLES: &[&str] = &["host", "fwd", "nr", "nsff", "mda", "sar", "sag", "shim"];
@@ -826,12 +828,18 @@ gateways = ["10.0.0.1", "fd00::1"]
     #[test]
     fn the_embedded_default_parses() {
         let lab = parse(DEFAULT_LAB, "<embedded>").unwrap();
-        assert_eq!(lab.name, "default");
-        assert_eq!(lab.nodes[0].name, "h1");
-        assert_eq!(lab.nodes[0].role, "host");
-        assert!(lab.hosts.iter().any(|h| h.name == "client"));
-        let web = lab.hosts.iter().find(|h| h.name == "web").unwrap();
-        assert!(!web.commands.is_empty() && !web.wait_tcp.is_empty());
+        assert_eq!(lab.name, DEFAULT_LAB_NAME);
+        let role = |n: &str| {
+            lab.nodes
+                .iter()
+                .find(|x| x.name == n)
+                .map(|x| x.role.as_str())
+        };
+        assert_eq!(role("nsff1"), Some("nsff"));
+        assert_eq!(role("nr"), Some("nr"));
+        assert_eq!(role("f1"), Some("fwd"));
+        let client = lab.hosts.iter().find(|h| h.name == "client").unwrap();
+        assert!(client.hosts.iter().any(|l| l.contains("www.example.com")));
     }
 
     #[test]

@@ -34,7 +34,7 @@ mod file;
 pub(crate) mod netns;
 mod state;
 
-use file::{lab_netns, Lab, DEFAULT_LAB};
+use file::{lab_netns, Lab, DEFAULT_LAB, DEFAULT_LAB_NAME};
 use state::State;
 
 /// `svcroute lab` arguments.
@@ -57,7 +57,7 @@ enum LabCmd {
     },
     /// Remove a lab: processes, namespaces, run directory. Idempotent.
     Down {
-        /// Lab name or lab file [default: the only lab that is up, else "default"].
+        /// Lab name or lab file [default: the only lab that is up, else "rfc8677", the default lab].
         lab: Option<String>,
     },
     /// Show nodes (pid, alive, ready, ports) and hosts (interfaces, commands).
@@ -596,7 +596,7 @@ fn down(arg: Option<&str>) -> Result<()> {
         None => {
             let labs = state::labs();
             match labs.len() {
-                0 => "default".to_owned(),
+                0 => DEFAULT_LAB_NAME.to_owned(),
                 1 => labs[0].clone(),
                 _ => bail!("several labs are up ({}); say which", labs.join(", ")),
             }
