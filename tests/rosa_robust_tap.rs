@@ -1,5 +1,5 @@
 //! The SAR against bad input and vanished instances, over real TAPs: the
-//! ROSA lab of `examples/labs/rosa.toml` (client `c` — SAR `s1` — SAR `s2`
+//! ROSA lab of `examples/labs/rosa-small.toml` (client `c` — SAR `s1` — SAR `s2`
 //! — instances `i1`, `i2` of `service.org`), here with small caps, short
 //! lifetimes and a kernel namespace `k` on the instance segment. Needs root
 //! (skips otherwise).

@@ -1,4 +1,4 @@
-//! ROSA end to end over real TAPs (`examples/labs/rosa.toml`): a host-node
+//! ROSA end to end over real TAPs (`examples/labs/rosa-small.toml`): a host-node
 //! client reaches `service.org` by name, with no DNS, through two SAR
 //! nodes; the far SAR's two instances are scheduled round robin per
 //! transaction; a transaction stays on its instance (affinity: only its
@@ -13,7 +13,7 @@ mod common;
 use common::{have, named, root_or_skip, run_bounded, tshark_fields, wait_until, Lab};
 use serde_json::Value;
 
-const LAB: &str = include_str!("../examples/labs/rosa.toml");
+const LAB: &str = include_str!("../examples/labs/rosa-small.toml");
 
 fn counter(lab: &Lab, node: &str, name: &str) -> u64 {
     named(&lab.stats(node)).get(name).copied().unwrap_or(0)
@@ -40,7 +40,7 @@ fn service_by_name_round_robin_affinity_and_withdrawal() {
     }
     let name = common::lab_name('r', 'o');
     let text = LAB
-        .replacen("name = \"rosa\"", &format!("name = \"{name}\""), 1)
+        .replacen("name = \"rosa-small\"", &format!("name = \"{name}\""), 1)
         .replacen(
             "name = \"c\"\nrole = \"host\"\n",
             "name = \"c\"\nrole = \"host\"\npcap = true\n",

@@ -1,5 +1,5 @@
 //! ROSA for an unmodified kernel program, over real TAPs
-//! (`examples/labs/rosa.toml`): kernel host `client` has one link, the TUN
+//! (`examples/labs/rosa-small.toml`): kernel host `client` has one link, the TUN
 //! of shim node `cs` (`svcroute shim --tun` as a lab node), and
 //! `service.org` in its hosts file. Plain `curl http://service.org/` there
 //! gets 200 from an instance; new connections are scheduled round robin
@@ -14,7 +14,7 @@ use std::process::{Child, Command, Stdio};
 
 use common::{have, named, root_or_skip, tshark_fields, wait_until, Lab};
 
-const LAB: &str = include_str!("../examples/labs/rosa.toml");
+const LAB: &str = include_str!("../examples/labs/rosa-small.toml");
 const CLIENT: &str = "fd00:a::20";
 const INGRESS: &str = "fd00:a::1";
 const INSTANCES: [&str; 2] = ["fd00:b::11", "fd00:b::12"];
@@ -126,7 +126,7 @@ fn kernel_curl_reaches_a_service_by_name_through_the_tun_shim() {
     }
     let name = common::lab_name('r', 't');
     let text = LAB
-        .replacen("name = \"rosa\"", &format!("name = \"{name}\""), 1)
+        .replacen("name = \"rosa-small\"", &format!("name = \"{name}\""), 1)
         .replacen(
             "name = \"cs\"\nrole = \"shim\"\n",
             "name = \"cs\"\nrole = \"shim\"\npcap = true\n",

@@ -176,16 +176,28 @@ fn example_net_through_the_sag_to_nginx_via_dnsmasq() {
     let unexpected: Vec<_> = drops
         .iter()
         .filter(|(k, _)| {
-            !matches!(
-                k.as_str(),
-                "drop.sag.no_address" | "drop.sar.igp_unknown_neighbor"
-            )
+            !benign(k)
+                && !matches!(
+                    k.as_str(),
+                    "drop.sag.no_address" | "drop.sar.igp_unknown_neighbor"
+                )
         })
         .collect();
     assert!(unexpected.is_empty(), "SAG drops: {drops:?}");
     let drops = lab.drops("g2");
-    assert!(drops.is_empty(), "g2 drops: {drops:?}");
+    assert!(drops.keys().all(|k| benign(k)), "g2 drops: {drops:?}");
     lab.down();
+}
+
+/// Drops a loaded machine may show that say nothing about the SAG's work:
+/// the IGP's pacing of LSAs arriving within 500 ms of each other while
+/// adjacencies form (the LSA is sent again), and a DNS answer arriving
+/// after its query was retried.
+fn benign(counter: &str) -> bool {
+    matches!(
+        counter,
+        "drop.sar.igp_lsa_min_arrival" | "drop.sag.dns_unexpected"
+    )
 }
 
 /// `shop.example`, announced only in the second domain, through both SAGs.
@@ -357,7 +369,7 @@ fn shop_example_handed_over_inside_udp() {
     }
     for node in ["g", "g2"] {
         let drops = lab.drops(node);
-        assert!(drops.is_empty(), "{node} drops: {drops:?}");
+        assert!(drops.keys().all(|k| benign(k)), "{node} drops: {drops:?}");
     }
     lab.down();
 }

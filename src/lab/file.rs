@@ -948,7 +948,7 @@ gateways = ["10.0.0.1", "fd00::1"]
         assert!(e.contains("not_a_key") && e.contains("node.config"), "{e}");
     }
 
-    const ROSA: &str = include_str!("../../examples/labs/rosa.toml");
+    const ROSA: &str = include_str!("../../examples/labs/rosa-small.toml");
 
     #[test]
     fn a_shim_node_serves_its_tun_host() {
@@ -956,7 +956,7 @@ gateways = ["10.0.0.1", "fd00::1"]
         let cs = lab.nodes.iter().find(|n| n.name == "cs").unwrap();
         assert_eq!(cs.role, "shim");
         assert!(
-            cs.config_text.contains("netns = \"svl-rosa-client\""),
+            cs.config_text.contains("netns = \"svl-rosa-small-client\""),
             "{}",
             cs.config_text
         );
