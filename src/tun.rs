@@ -127,10 +127,13 @@ pub(crate) fn setup_kernel_side(
 }
 
 /// A hosts file this process wrote; removed (with the directories it
-/// created, once empty) when dropped.
+/// created, once empty) when dropped, or, if a file was there before, put
+/// back as it was.
 pub(crate) struct HostsFile {
     path: PathBuf,
     created: Vec<PathBuf>,
+    /// What the file held before we wrote it.
+    before: Option<Vec<u8>>,
 }
 
 impl HostsFile {
@@ -155,9 +158,15 @@ impl HostsFile {
         }
         // Deepest first, for removal.
         created.reverse();
+        let before = match std::fs::read(path) {
+            Ok(b) => Some(b),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+        };
         let file = Self {
             path: path.to_owned(),
             created,
+            before,
         };
         std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
         Ok(file)
@@ -166,6 +175,10 @@ impl HostsFile {
 
 impl Drop for HostsFile {
     fn drop(&mut self) {
+        if let Some(before) = &self.before {
+            let _ = std::fs::write(&self.path, before);
+            return;
+        }
         let _ = std::fs::remove_file(&self.path);
         for d in &self.created {
             // Only once empty: another namespace's files may share /etc/netns.
@@ -188,5 +201,19 @@ mod test {
         }
         assert!(!path.exists());
         assert!(!base.exists(), "{} left", base.display());
+    }
+
+    #[test]
+    fn a_hosts_file_that_was_there_is_put_back() {
+        let base = std::env::temp_dir().join(format!("svcroute-hosts-b-{}", std::process::id()));
+        let path = base.join("hosts");
+        std::fs::create_dir_all(&base).unwrap();
+        std::fs::write(&path, "10.0.0.1 mine\n").unwrap();
+        {
+            let _f = HostsFile::write(&path, "::1 localhost\n").unwrap();
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), "::1 localhost\n");
+        }
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "10.0.0.1 mine\n");
+        std::fs::remove_dir_all(&base).unwrap();
     }
 }

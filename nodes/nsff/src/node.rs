@@ -423,10 +423,13 @@ pub struct Nsff {
     next_local_port: u16,
     /// SF sockets closing (since, handle), on `sf_port`.
     closing: Vec<(Instant, SocketHandle)>,
-    /// Aborted client sockets (port, handle): removed at the next poll, once
-    /// the interface has sent their reset (a socket removed at once never
-    /// sends it, and the client waits on a dead connection).
+    /// Client sockets aborted in this poll (port, handle). A socket removed
+    /// at once never sends its reset, and the client waits on a dead
+    /// connection: they move to `aborted_ready` at the next poll and are
+    /// removed at the one after, with the interface run in between.
     aborted: Vec<(usize, SocketHandle)>,
+    /// Aborted in an earlier poll: removed at the next one.
+    aborted_ready: Vec<(usize, SocketHandle)>,
     /// Open SF connections between requests: (SF, handle, idle since).
     idle: Vec<((IpAddress, u16), SocketHandle, Instant)>,
     /// The classic SFF (NSH over Ethernet, GRE, VXLAN-GPE).
@@ -479,6 +482,7 @@ impl Nsff {
             next_local_port: 49152,
             closing: Vec::new(),
             aborted: Vec::new(),
+            aborted_ready: Vec::new(),
             idle: Vec::new(),
             classic,
             cfg,
@@ -1226,10 +1230,17 @@ impl Nsff {
                 }
                 Up::Local { job } => {
                     if let Some(j) = self.jobs.get_mut(&job) {
-                        if j.sock.is_some() {
-                            j.req.append(&mut c.msg);
-                            j.req_done = c.msg_done;
+                        if j.sock.is_some() && !j.resp_done {
+                            // At most BUF_HIGH queued toward the SF: the
+                            // rest waits in `msg`, whose limit stops the
+                            // reads (the client's window closes).
+                            if j.req.len() < BUF_HIGH {
+                                j.req.append(&mut c.msg);
+                            }
+                            j.req_done = c.msg_done && c.msg.is_empty();
                         } else {
+                            // A canned answer, or the SF answered before
+                            // the request ended: the rest goes nowhere.
                             c.msg.clear();
                         }
                         if let Some(ps) = cx.ports.get_mut(self.cfg.sf_port()) {
@@ -1405,7 +1416,7 @@ impl Nsff {
         let Some(j) = self.jobs.get_mut(&jid) else {
             return any;
         };
-        if j.sock.is_some() {
+        if j.sock.is_some() && !j.resp_done {
             // Decode the rest to know where the request ends (the end
             // marker of the transaction may come a window later).
             while !e.req_complete {
@@ -1425,11 +1436,16 @@ impl Nsff {
                     Err(_) => break,
                 }
             }
-            j.req.append(&mut e.held);
-            e.scanned = 0;
-            j.req_done = e.req_eof || e.req_complete;
+            // At most BUF_HIGH queued toward the SF; `held` has its own
+            // limit, which stops reading the transaction.
+            if j.req.len() < BUF_HIGH {
+                j.req.append(&mut e.held);
+                e.scanned = 0;
+            }
+            j.req_done = (e.req_eof || e.req_complete) && e.held.is_empty();
         } else {
             e.held.clear();
+            e.scanned = 0;
         }
         if let Some(ps) = cx.ports.get_mut(self.cfg.sf_port()) {
             any |= j.pump(&mut ps.sockets, cx.stats);
@@ -1768,9 +1784,8 @@ impl Nsff {
             self.release_end(cx, b, !done);
         }
         if let End::Tcp { port, sock } = t.pipe.a {
-            let ps = &mut cx.ports[port];
-            ps.sockets.get_mut::<tcp::Socket>(sock).abort();
-            ps.sockets.remove(sock);
+            cx.ports[port].sockets.get_mut::<tcp::Socket>(sock).abort();
+            self.aborted.push((port, sock));
         }
         if let Some(p) = self.pools.get_mut(t.pool) {
             p.release();
@@ -2198,11 +2213,12 @@ impl Role for Nsff {
 
     fn poll(&mut self, cx: &mut Context<'_>) -> bool {
         // The interface ran since these were aborted: their resets are out.
-        for (port, h) in self.aborted.drain(..) {
+        for (port, h) in self.aborted_ready.drain(..) {
             if let Some(ps) = cx.ports.get_mut(port) {
                 ps.sockets.remove(h);
             }
         }
+        std::mem::swap(&mut self.aborted, &mut self.aborted_ready);
         let mut any = self.classic.poll(cx);
         if self.register_now || self.next_register.is_some_and(|t| t <= cx.now) {
             self.register(cx.now, cx.out, cx.stats);
@@ -2334,7 +2350,7 @@ impl Role for Nsff {
             self.classic.poll_at(),
             self.rest.as_ref().and_then(SfRest::poll_at),
             // Aborted sockets go once the interface has run.
-            (!self.aborted.is_empty()).then_some(now),
+            (!self.aborted.is_empty() || !self.aborted_ready.is_empty()).then_some(now),
         ]
         .into_iter()
         .flatten()

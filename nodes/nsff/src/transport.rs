@@ -1293,7 +1293,7 @@ impl Conn {
             let honest = self.send.probed_age.take();
             if let Some(age) = honest {
                 let s = &mut self.send;
-                s.min_rtt = s.min_rtt.map(|m| m.min(age.max(m / 4)));
+                s.min_rtt = Some(s.min_rtt.map_or(age, |m| m.min(age.max(m / 4))));
             }
             self.window_acked(now, cfg, honest.is_some());
             return;

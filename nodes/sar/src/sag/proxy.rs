@@ -250,6 +250,13 @@ impl Proxy {
         let Some(f) = self.flows.get_mut(&(proto, port)) else {
             return Verdict::Drop("drop.sag.flows_full");
         };
+        if f.service != req.service || f.server != req.server {
+            // The client reuses a local port for another service while the
+            // first flow lives (the kernel picks ports per destination).
+            // The two are the same flow on the wire here: refuse the new
+            // one rather than send it to the first one's server.
+            return Verdict::Drop("drop.sag.proxy_key_clash");
+        }
         // A new request on a known client flow (a retransmitted SYN, or
         // the next UDP datagram before the client bound): same flow.
         f.last = now;
@@ -611,6 +618,26 @@ pub(crate) mod tests {
         let l = edit::walk(&f).unwrap();
         assert!(l.dest_opts.is_some(), "the response option is there");
         assert_eq!(addr(&f, l.ip_offset + 24), CLIENT, "we are the ingress");
+    }
+
+    #[test]
+    fn a_reused_client_port_for_another_service_is_refused_not_misrouted() {
+        let mut p = Proxy::new(ProxyConfig::default(), SAG);
+        let mut f = tcp(CLIENT, SAG, 51000, 80, Some(&request_msg()));
+        assert_eq!(p.request(t(0), &mut f, &req()), Verdict::Forward);
+        let other = Request {
+            service: "other.example".parse().unwrap(),
+            server: "fd00:e::81".parse().unwrap(),
+            ..req()
+        };
+        let mut f = tcp(CLIENT, SAG, 51000, 80, Some(&request_msg()));
+        let before = f.clone();
+        assert_eq!(
+            p.request(t(1), &mut f, &other),
+            Verdict::Drop("drop.sag.proxy_key_clash")
+        );
+        assert_eq!(f, before, "left as it was");
+        assert_eq!(p.flows().count(), 1);
     }
 
     #[test]
