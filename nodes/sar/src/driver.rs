@@ -493,6 +493,17 @@ impl SarNode {
             Err(WireError::TooLong) => return Some(Verdict::Drop("sar.rosa_name_too_long")),
             Err(_) => return Some(Verdict::Drop("sar.rosa_malformed")),
         };
+        // The codec keeps unknown entry types (so they survive a round
+        // trip); a SAR refuses them: it cannot know what an entry it does
+        // not understand would ask of it, and an announcement is installed
+        // only whole.
+        if msg
+            .entries
+            .iter()
+            .any(|e| matches!(e, Entry::Unknown { .. }))
+        {
+            return Some(Verdict::Drop("sar.rosa_unknown_entry"));
+        }
         let src = addr_at(frame, ETH_LEN + 8);
         let dst = addr_at(frame, ETH_LEN + 24);
         let mut kind = match self.s.ports[port].facing {
@@ -1969,6 +1980,19 @@ mod tests {
         // A Service entry overrunning the option.
         let f = opts_frame(src, me, &[rosa(&[0x11, 0x01, 0x09, 0x00])]);
         assert_eq!(feed(&mut node, &f).0, Verdict::Drop("sar.rosa_malformed"));
+
+        // An unknown entry type, even in a correctly signed announcement.
+        let mut m = announcement(vec![Constraint::LifetimeS(60)]);
+        m.set(Entry::Service("e.example".parse().unwrap()));
+        m.entries.push(Entry::Unknown {
+            entry_type: 0x42,
+            value: vec![0xaa, 0xbb],
+        });
+        m.sign(1, &secret, src).unwrap();
+        let e = m.to_bytes().unwrap();
+        let v = feed(&mut node, &opts_frame(src, me, &[rosa(&e)])).0;
+        assert_eq!(v, Verdict::Drop("sar.rosa_unknown_entry"));
+        assert!(!installed(&node, "e.example"));
     }
 
     #[test]
