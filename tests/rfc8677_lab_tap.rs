@@ -163,13 +163,36 @@ fn the_example_chain_answers_both_names_and_reports_fabric_links() {
     assert_eq!(r.0, 200, "{r:?}");
     assert!(r.1.starts_with("instance=sf2"), "{r:?}");
 
-    // The switches' link events reach the NR (the example's nr_links).
+    // The switches' link events reach the NR (the example's nr_links). A
+    // switch reports a link down only once it has seen it up (a hello
+    // heard), so first wait for both ends of the fabric link.
+    let fab_up = |lab: &Lab, node: &str, port: &str| {
+        lab.ctl(node, &["links"])["links"]
+            .as_array()
+            .is_some_and(|l| l.iter().any(|p| p["port"] == port && p["state"] == "up"))
+    };
+    let ok = wait_until(30, || {
+        fab_up(&lab, "f1", "eth2") && fab_up(&lab, "f2", "eth0")
+    });
+    assert!(
+        ok,
+        "fabric link not up: f1 {}; f2 {}",
+        lab.ctl("f1", &["links"]),
+        lab.ctl("f2", &["links"])
+    );
     let links = |lab: &Lab| lab.ctl("nr", &["links"])["down"].clone();
     let ok = wait_until(30, || links(&lab) == json!([]));
     assert!(ok, "NR links before: {}", links(&lab));
     link_set(&lab, "br-fab", "down");
     let ok = wait_until(30, || links(&lab) == json!([10, 11]));
-    assert!(ok, "NR links with the fabric down: {}", links(&lab));
+    assert!(
+        ok,
+        "NR links with the fabric down: {}; f1 {}; f2 {}; f1 links {}",
+        links(&lab),
+        lab.stats("f1"),
+        lab.stats("f2"),
+        lab.ctl("f1", &["links"])
+    );
     link_set(&lab, "br-fab", "up");
     let ok = wait_until(30, || links(&lab) == json!([]));
     assert!(ok, "NR links after: {}", links(&lab));
