@@ -37,6 +37,11 @@ use common::{have, lab_name, root_or_skip, run_bounded, text, wait_until, Lab};
 /// One lab of this file at a time (each has six node processes).
 static LABS: Mutex<()> = Mutex::new(());
 
+/// The chain of `common::chain`, but with no `nr_links` on the switches.
+/// With them (that module's lab) this test failed 2 runs in 5, nSFF2
+/// showing no retransmission for a GET; most likely lost hellos made the
+/// switches report the lossy fabric down, so the NR, not the transport,
+/// decided the run (not investigated further).
 fn lab_file(name: &str) -> String {
     format!(
         r#"name = "{name}"
@@ -147,11 +152,9 @@ segment = "sfs"
 addrs = ["10.0.2.10/24"]
 [node.config]
 instance = "sf2"
-# The host closes a connection as idle idle_timeout_s after the last request
-# it parsed, even while a long upload or download is still flowing
-# (reported; nodes/host/src/server.rs `Conn::last`). A 10 MB echo at 30 %
-# loss right after a 10 MB GET on the same reused SF connection runs past the
-# default 120 s.
+# A 10 MB echo at 30 % loss right after a 10 MB GET on the same reused SF
+# connection runs past the default 120 s. (The host no longer counts a
+# transfer in progress as idle; the margin stays for the ignored test.)
 idle_timeout_s = 900
 
 [[host]]
