@@ -68,11 +68,20 @@ pub(crate) fn wait_readable(fds: &[RawFd], timeout: Option<Duration>) -> io::Res
     };
     if r < 0 {
         let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
+        if !interrupted(&e) {
             return Err(e);
         }
     }
     Ok(())
+}
+
+/// Whether a failed `ppoll` was only interrupted. Besides `EINTR`, a
+/// tracer (gdb calling a function in the node, `strace -p` attaching) can
+/// make the kernel's internal restart codes (`ERESTARTSYS` 512 ..
+/// `ERESTART_RESTARTBLOCK` 516) reach user space; they mean "try again",
+/// not "the node is broken".
+fn interrupted(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::Interrupted || matches!(e.raw_os_error(), Some(512..=516))
 }
 
 const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
@@ -250,4 +259,19 @@ pub(crate) fn writev2(fd: RawFd, a: &[u8], b: &[u8]) -> io::Result<usize> {
         return Err(io::Error::last_os_error());
     }
     Ok(n as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn restart_codes_are_interruptions_not_failures() {
+        for code in [libc::EINTR, 512, 514, 516] {
+            assert!(interrupted(&io::Error::from_raw_os_error(code)), "{code}");
+        }
+        for code in [libc::EBADF, libc::EINVAL, 511, 517] {
+            assert!(!interrupted(&io::Error::from_raw_os_error(code)), "{code}");
+        }
+    }
 }
