@@ -33,14 +33,17 @@ pub(crate) const IFNAMSIZ_MAX: usize = 15;
 
 // ---- the file as written ----------------------------------------------------
 
+/// `C` is how a `[node.config]` table is held: with its span, or (see
+/// [`parse_inner`]) without one when the file never opens `[node.config]`
+/// itself and only its sub-tables create it.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct LabToml {
+#[serde(deny_unknown_fields, bound = "C: Deserialize<'de>")]
+struct LabToml<C = Spanned<toml::Table>> {
     name: Spanned<String>,
     #[serde(default, rename = "segment")]
     segments: Vec<SegmentToml>,
     #[serde(default, rename = "node")]
-    nodes: Vec<NodeToml>,
+    nodes: Vec<NodeToml<C>>,
     #[serde(default, rename = "host")]
     hosts: Vec<HostToml>,
 }
@@ -52,14 +55,14 @@ struct SegmentToml {
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct NodeToml {
+#[serde(deny_unknown_fields, bound = "C: Deserialize<'de>")]
+struct NodeToml<C> {
     name: Spanned<String>,
     role: Spanned<String>,
     #[serde(default, rename = "port")]
     ports: Vec<PortToml>,
     #[serde(default)]
-    config: Option<Spanned<toml::Table>>,
+    config: Option<C>,
     /// Record the node's frames to `<rundir>/<node>.pcap` (`--pcap`).
     #[serde(default)]
     pcap: bool,
@@ -69,6 +72,32 @@ struct NodeToml {
     /// Role `shim` only: the kernel host whose only link is this node's TUN.
     #[serde(default)]
     tun_host: Option<Spanned<String>>,
+}
+
+impl LabToml<toml::Table> {
+    /// Give every `[node.config]` the span of its node's `name`, the
+    /// nearest place an error about it can point to.
+    fn spanned(self) -> LabToml {
+        let nodes = self
+            .nodes
+            .into_iter()
+            .map(|n| NodeToml {
+                config: n.config.map(|c| Spanned::new(n.name.span(), c)),
+                name: n.name,
+                role: n.role,
+                ports: n.ports,
+                pcap: n.pcap,
+                busy_poll_us: n.busy_poll_us,
+                tun_host: n.tun_host,
+            })
+            .collect();
+        LabToml {
+            name: self.name,
+            segments: self.segments,
+            nodes,
+            hosts: self.hosts,
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -253,8 +282,18 @@ pub(crate) fn parse(text: &str, origin: &str) -> Result<Lab> {
 }
 
 fn parse_inner(text: &str) -> Result<Lab> {
-    let file: LabToml =
-        toml::from_str(text).map_err(|e| anyhow::anyhow!("{}", e.to_string().trim_end()))?;
+    // A `[node.config.x]` table without a `[node.config]` line before it
+    // creates `[node.config]` implicitly, and the toml crate has no span for
+    // an implicit table: deserializing it as `Spanned` fails with "expected
+    // a borrowed string". Such a file is valid; read it again without the
+    // spans rather than refuse it.
+    let file: LabToml = match toml::from_str(text) {
+        Ok(f) => f,
+        Err(e) => match toml::from_str::<LabToml<toml::Table>>(text) {
+            Ok(f) => f.spanned(),
+            Err(_) => bail!("{}", e.to_string().trim_end()),
+        },
+    };
     let cx = Ctx { text };
 
     check_name("lab", file.name.get_ref())
@@ -792,6 +831,25 @@ gateways = ["10.0.0.1", "fd00::1"]
 
     fn err(text: &str) -> String {
         format!("{:#}", parse(text, "x.toml").unwrap_err())
+    }
+
+    #[test]
+    fn a_config_sub_table_without_its_parent_line_parses() {
+        let text = GOOD.replace(
+            "[node.config]\ninstance = \"h1\"",
+            "[node.config.rosa]\ningress = \"fd00::1\"",
+        );
+        assert!(text.contains("[node.config.rosa]") && !text.contains("[node.config]\n"));
+        let lab = parse(&text, "implicit.toml").unwrap();
+        let h1 = &lab.nodes[0].config_text;
+        assert!(
+            h1.contains("[host.rosa]") && h1.contains("ingress = \"fd00::1\""),
+            "{h1}"
+        );
+        // Errors inside it still name the node and a line.
+        let bad = text.replace("[node.config.rosa]", "[node.config.rosa]\nbogus_key = 1");
+        let e = err(&bad);
+        assert!(e.contains("[[node]] \"h1\"") && e.contains("line "), "{e}");
     }
 
     #[test]
