@@ -530,8 +530,9 @@ impl NrCore {
     /// A link event from a fwd node (or an operator): recompute; returns
     /// whether the state changed. Down: the requesters whose forward or
     /// reverse pathID holds the link get a type-1 update. Up: requesters
-    /// whose answer would now differ get a type-0 update naming the nSFF
-    /// they were told.
+    /// whose answer would now differ (serving nSFF, forward *or* reverse
+    /// pathID: a reverse detour left in place would carry every response
+    /// the long way) get a type-0 update naming the nSFF they were told.
     pub fn link_event(&mut self, _now: Instant, link: u8, up: bool) -> Result<bool, MessageError> {
         let changed = self
             .fabric
@@ -548,7 +549,9 @@ impl NrCore {
             let rows: Vec<_> = self.discovery.iter().map(|(k, d)| (*k, *d)).collect();
             for ((hash, requester), d) in rows {
                 let now_answer = self.resolve(hash, requester);
-                if now_answer.is_none_or(|c| c.nsff != d.serving || c.forward != d.forward) {
+                if now_answer.is_none_or(|c| {
+                    c.nsff != d.serving || c.forward != d.forward || c.reverse != d.reverse
+                }) {
                     ids.insert(d.serving.value());
                     recipients.insert(requester);
                 }
@@ -1117,6 +1120,33 @@ mod test {
         assert_eq!(
             nr.handle_message(T0, MessageType::LinkEvent, &[10, 7]),
             Err(MessageError::BadLinkState)
+        );
+    }
+
+    #[test]
+    fn link_up_that_shortens_only_the_reverse_path_updates() {
+        let mut nr = nr();
+        reg(&mut nr, "far.example", 2).unwrap();
+        // f3 → f2 is down before nSFF1 asks: the forward path is the usual
+        // one, the reverse takes the detour f3 → f4 → f1.
+        nr.handle_message(T0, MessageType::LinkEvent, &[13, 0])
+            .unwrap();
+        assert!(sent(&mut nr).is_empty());
+        ask(&mut nr, "far.example", 1).unwrap();
+        assert_eq!(
+            response(&mut nr).1,
+            Some((2, path(&[3, 10, 12, 4]), path(&[5, 16, 17, 2])))
+        );
+        // Back up: same serving nSFF, same forward path, but a shorter way
+        // back, so nSFF1 must re-resolve or its responses keep the detour.
+        nr.handle_message(T0, MessageType::LinkEvent, &[13, 1])
+            .unwrap();
+        assert_eq!(update(&mut nr), (to(1), UpdateKind::NsffIds, vec![2]));
+        assert!(nr.discovery().is_empty());
+        ask(&mut nr, "far.example", 1).unwrap();
+        assert_eq!(
+            response(&mut nr).1,
+            Some((2, path(&[3, 10, 12, 4]), path(&[5, 13, 11, 2])))
         );
     }
 
