@@ -1,7 +1,10 @@
 //! The shipped RFC 8677 example lab (`examples/labs/rfc8677.toml`), as a
 //! user brings it up: both names answer through the chain from the kernel
-//! `client` namespace (explicit proxy and by name), and its switches tell
-//! the NR when the fabric link goes down and comes back. Plain `curl
+//! `client` namespace (explicit proxy and by name), and when the direct
+//! fabric link f1 - f2 is cut, its switches tell the NR, the NR tells nSFF1
+//! (a path update of the link type), and the next requests re-resolve over
+//! the detour f1 - f3 - f2 without the link being healed; healed, nSFF1 is
+//! told again and goes back to the direct path. Plain `curl
 //! http://www.example.com/` works through the lab's hosts file. The file
 //! writes only the fwd ports' `link_ids` (the NR has `fabric = "auto"`): the
 //! node files `lab up` wrote and the NR's `ctl links` show the fabric the lab
@@ -15,11 +18,15 @@ use std::collections::BTreeMap;
 use serde_json::{json, Value};
 
 use common::{
-    assert_nothing_of, lab_name, root_or_skip, run_bounded, svcroute, text, wait_until,
-    write_lab_file, DownOnDrop, Lab,
+    assert_nothing_of, delta, lab_name, named, root_or_skip, run_bounded, svcroute, text,
+    wait_until, write_lab_file, DownOnDrop, Lab,
 };
 
 const LAB: &str = include_str!("../examples/labs/rfc8677.toml");
+
+/// Requests for www.example2.com in each form (proxy, by name) while the
+/// direct fabric link is cut.
+const REQUESTS: u64 = 4;
 
 /// `curl` from the client namespace with `extra` arguments: (status, body).
 fn curl(lab: &Lab, extra: &[&str], url: &str) -> (u16, String) {
@@ -59,7 +66,7 @@ fn link_set(lab: &Lab, dev: &str, state: &str) {
 }
 
 #[test]
-fn the_example_chain_answers_both_names_and_reports_fabric_links() {
+fn the_example_chain_answers_both_names_and_reroutes_around_a_cut_link() {
     if !root_or_skip() {
         return;
     }
@@ -91,6 +98,7 @@ fn the_example_chain_answers_both_names_and_reports_fabric_links() {
         ("nsff2", "nsff", json!([5, 11, 0])),
         ("f1", "fwd", json!([0])),
         ("f2", "fwd", json!([11, 0])),
+        ("f3", "fwd", json!([13, 0])),
     ] {
         let (text, v) = node_file(node);
         assert_eq!(as_json(&v[key]["nr_links"]), want, "{node}: {text}");
@@ -126,7 +134,11 @@ fn the_example_chain_answers_both_names_and_reports_fabric_links() {
         links,
         [
             ("f1".into(), "f2".into(), 10),
-            ("f2".into(), "f1".into(), 11)
+            ("f1".into(), "f3".into(), 12),
+            ("f2".into(), "f1".into(), 11),
+            ("f2".into(), "f3".into(), 15),
+            ("f3".into(), "f1".into(), 13),
+            ("f3".into(), "f2".into(), 14),
         ],
         "{view}"
     );
@@ -163,46 +175,160 @@ fn the_example_chain_answers_both_names_and_reports_fabric_links() {
     assert_eq!(r.0, 200, "{r:?}");
     assert!(r.1.starts_with("instance=sf2"), "{r:?}");
 
-    // The switches' link events reach the NR (the example's nr_links). A
-    // switch reports a link down only once it has seen it up (a hello
-    // heard), so first wait for both ends of the fabric link.
-    let fab_up = |lab: &Lab, node: &str, port: &str| {
-        lab.ctl(node, &["links"])["links"]
-            .as_array()
-            .is_some_and(|l| l.iter().any(|p| p["port"] == port && p["state"] == "up"))
+    // nSFF1 resolved www.example2.com over the direct link.
+    assert_eq!(
+        example2_paths(&lab),
+        Some((json!([3, 4, 10]), json!([2, 5, 11]))),
+        "{}",
+        lab.ctl("nr", &["discovery"])
+    );
+
+    // Cutting the direct link. A switch reports a link down only once it
+    // has seen it up (a hello heard), so first wait for every fabric port,
+    // the detour's included.
+    let all_up = |lab: &Lab| {
+        [
+            ("f1", "eth2"),
+            ("f1", "eth3"),
+            ("f2", "eth0"),
+            ("f2", "eth2"),
+            ("f3", "eth0"),
+            ("f3", "eth1"),
+        ]
+        .iter()
+        .all(|(node, port)| port_up(lab, node, port))
     };
-    let ok = wait_until(30, || {
-        fab_up(&lab, "f1", "eth2") && fab_up(&lab, "f2", "eth0")
-    });
+    let ok = wait_until(30, || all_up(&lab));
     assert!(
         ok,
-        "fabric link not up: f1 {}; f2 {}",
+        "fabric not up: f1 {}; f2 {}; f3 {}",
         lab.ctl("f1", &["links"]),
-        lab.ctl("f2", &["links"])
+        lab.ctl("f2", &["links"]),
+        lab.ctl("f3", &["links"])
     );
-    let links = |lab: &Lab| lab.ctl("nr", &["links"])["down"].clone();
-    let ok = wait_until(30, || links(&lab) == json!([]));
-    assert!(ok, "NR links before: {}", links(&lab));
+    let down = |lab: &Lab| lab.ctl("nr", &["links"])["down"].clone();
+    let ok = wait_until(30, || down(&lab) == json!([]));
+    assert!(ok, "NR links before: {}", down(&lab));
+    let nr_before = named(&lab.stats("nr"));
+    let nsff1_before = named(&lab.stats("nsff1"));
     link_set(&lab, "br-fab", "down");
-    let ok = wait_until(30, || links(&lab) == json!([10, 11]));
+
+    // f1 reports both directions (f2's own reports cross the cut link and
+    // are lost); the NR sends nSFF1, whose paths hold them, a type-1 update.
+    let ok = wait_until(30, || down(&lab) == json!([10, 11]));
     assert!(
         ok,
         "NR links with the fabric down: {}; f1 {}; f2 {}; f1 links {}",
-        links(&lab),
+        down(&lab),
         lab.stats("f1"),
         lab.stats("f2"),
         lab.ctl("f1", &["links"])
     );
+    let nr = delta(&nr_before, &named(&lab.stats("nr")));
+    assert!(
+        nr.get("nr.link_down").copied().unwrap_or(0) >= 2
+            && nr.get("nr.updates_links").copied().unwrap_or(0) >= 1,
+        "NR counters after the cut: {nr:?}"
+    );
+    // The update reaches nSFF1 and flushes its cached path; only requests
+    // issued after that must succeed.
+    let mut nsff1 = BTreeMap::new();
+    let ok = wait_until(30, || {
+        nsff1 = delta(&nsff1_before, &named(&lab.stats("nsff1")));
+        nsff1.contains_key("nsff.path_updates") && nsff1.contains_key("nsff.cache_flushed")
+    });
+    assert!(ok, "nSFF1 counters after the cut: {nsff1:?}");
+
+    // Without healing: every request answers, over f3.
+    let f3_before = forwarded(&lab, "f3");
+    for i in 0..REQUESTS {
+        let r = curl(&lab, &proxy, "http://www.example2.com/");
+        assert_eq!(r.0, 200, "request {i} over the detour: {r:?}");
+        assert!(r.1.starts_with("instance=sf2"), "request {i}: {r:?}");
+        let r = curl(&lab, &[], "http://www.example2.com/");
+        assert_eq!(r.0, 200, "request {i} by name over the detour: {r:?}");
+        assert!(r.1.starts_with("instance=sf2"), "request {i}: {r:?}");
+    }
+    assert_eq!(
+        example2_paths(&lab),
+        Some((json!([3, 4, 12, 14]), json!([2, 5, 13, 15]))),
+        "{}",
+        lab.ctl("nr", &["discovery"])
+    );
+    // Each transaction crosses f3 at least twice (request and response).
+    let f3_detour = forwarded(&lab, "f3") - f3_before;
+    assert!(
+        f3_detour >= 2 * 2 * REQUESTS,
+        "f3 forwarded {f3_detour} packets for {} transactions",
+        2 * REQUESTS
+    );
+    assert_eq!(down(&lab), json!([10, 11]), "the link healed by itself");
+
+    // Healed: the switches report it up, the NR tells nSFF1 its answer
+    // changed (type 0), and new requests take the direct link again.
+    let nr_before = named(&lab.stats("nr"));
+    let nsff1_before = named(&lab.stats("nsff1"));
     link_set(&lab, "br-fab", "up");
-    let ok = wait_until(30, || links(&lab) == json!([]));
-    assert!(ok, "NR links after: {}", links(&lab));
+    let ok = wait_until(30, || down(&lab) == json!([]));
+    assert!(ok, "NR links after: {}", down(&lab));
+    let mut nsff1 = BTreeMap::new();
+    let ok = wait_until(30, || {
+        nsff1 = delta(&nsff1_before, &named(&lab.stats("nsff1")));
+        nsff1.contains_key("nsff.path_updates")
+    });
+    let nr = delta(&nr_before, &named(&lab.stats("nr")));
+    assert!(ok, "nSFF1 counters after healing: {nsff1:?}; NR {nr:?}");
+    assert!(
+        nr.get("nr.link_up").copied().unwrap_or(0) >= 2 && nr.contains_key("nr.updates_nsffs"),
+        "NR counters after healing: {nr:?}"
+    );
+    let f3_before = forwarded(&lab, "f3");
     let mut r = (0, String::new());
     let ok = wait_until(30, || {
         r = curl(&lab, &proxy, "http://www.example2.com/");
         r.0 == 200
     });
     assert!(ok, "www.example2.com after the fabric came back: {r:?}");
+    assert!(r.1.starts_with("instance=sf2"), "{r:?}");
+    let r = curl(&lab, &[], "http://www.example.com/");
+    assert_eq!((r.0, r.1.trim()), (200, "hello from sf1"), "{r:?}");
+    assert_eq!(
+        example2_paths(&lab),
+        Some((json!([3, 4, 10]), json!([2, 5, 11]))),
+        "{}",
+        lab.ctl("nr", &["discovery"])
+    );
+    assert_eq!(
+        forwarded(&lab, "f3"),
+        f3_before,
+        "f3 still forwards after the direct link came back"
+    );
     lab.down();
+}
+
+/// Whether `node`'s switch port `port` sees its link up.
+fn port_up(lab: &Lab, node: &str, port: &str) -> bool {
+    lab.ctl(node, &["links"])["links"]
+        .as_array()
+        .is_some_and(|l| l.iter().any(|p| p["port"] == port && p["state"] == "up"))
+}
+
+/// GFF packets switch `node` forwarded.
+fn forwarded(lab: &Lab, node: &str) -> u64 {
+    named(&lab.stats(node))
+        .get("fwd.forwarded")
+        .copied()
+        .unwrap_or(0)
+}
+
+/// The (forward, reverse) links the NR last gave nSFF1 for an answer
+/// served by nSFF2 (www.example2.com), from its discovery table.
+fn example2_paths(lab: &Lab) -> Option<(Value, Value)> {
+    lab.ctl("nr", &["discovery"])["discovery"]
+        .as_array()?
+        .iter()
+        .find(|d| d["requester"] == 1 && d["serving"] == 2)
+        .map(|d| (d["forward_links"].clone(), d["reverse_links"].clone()))
 }
 
 /// A fabric the lab cannot derive (`fabric = "auto"`) stops `lab up` before
@@ -216,11 +342,11 @@ fn an_inconsistent_fabric_creates_nothing() {
     let _guard = DownOnDrop(name.clone());
     let renamed = LAB.replacen("name = \"rfc8677\"", &format!("name = \"{name}\""), 1);
     for (from, to, want) in [
-        // f2's second port has no link ID.
+        // f2's third port has no link ID.
         (
+            "link_ids = [11, 4, 15]",
             "link_ids = [11, 4]",
-            "link_ids = [11]",
-            "\"f2\" (fwd) port #2 (segment \"n2\")",
+            "\"f2\" (fwd) port #3 (segment \"fab23\")",
         ),
         // nSFF1 claims a link_in its fwd port does not send.
         (

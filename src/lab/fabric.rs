@@ -773,7 +773,8 @@ mod test {
     const RFC8677: &str = include_str!("../../examples/labs/rfc8677.toml");
 
     /// The NR tables `examples/labs/rfc8677.toml` had written by hand
-    /// before it switched to `fabric = "auto"`.
+    /// before it switched to `fabric = "auto"`, with the links of the
+    /// detour switch f3 it got later.
     const HAND_NR: &str = r#"
 [self_attach]
 at = "f1"
@@ -797,6 +798,22 @@ id = 10
 from = "f2"
 to = "f1"
 id = 11
+[[link]]
+from = "f1"
+to = "f3"
+id = 12
+[[link]]
+from = "f3"
+to = "f1"
+id = 13
+[[link]]
+from = "f3"
+to = "f2"
+id = 14
+[[link]]
+from = "f2"
+to = "f3"
+id = 15
 "#;
 
     /// The role section of node `node` in the generated node file.
@@ -865,6 +882,7 @@ id = 11
         assert_eq!(ids(&n2, "nr_links"), [5, 11, 0]);
         assert_eq!(ids(&section(&lab, "f1"), "nr_links"), [0]);
         assert_eq!(ids(&section(&lab, "f2"), "nr_links"), [11, 0]);
+        assert_eq!(ids(&section(&lab, "f3"), "nr_links"), [13, 0]);
         // Nodes off the fabric are untouched.
         assert_eq!(section(&lab, "sf2")["instance"].as_str(), Some("sf2"));
     }
@@ -938,8 +956,8 @@ id = 11
             &RFC8677
                 .replace("nsff_id = 1\n", "nsff_id = 1\nnr_links = [3, 10, 11, 0]\n")
                 .replace(
-                    "link_ids = [11, 4]\n",
-                    "link_ids = [11, 4]\nnr_links = [11, 10, 0]\n",
+                    "link_ids = [11, 4, 15]\n",
+                    "link_ids = [11, 4, 15]\nnr_links = [11, 10, 0]\n",
                 ),
             "x.toml",
         )
@@ -952,14 +970,14 @@ id = 11
     fn a_segment_with_three_fabric_members_is_refused() {
         let text = RFC8677.replace(
             "[[node]]\nname = \"nr\"",
-            "[[node]]\nname = \"f3\"\nrole = \"fwd\"\n[[node.port]]\nsegment = \"fab\"\n\
-             [node.config]\nnode_id = 3\nlink_ids = [20]\n\n[[node]]\nname = \"nr\"",
+            "[[node]]\nname = \"f4\"\nrole = \"fwd\"\n[[node.port]]\nsegment = \"fab\"\n\
+             [node.config]\nnode_id = 4\nlink_ids = [20]\n\n[[node]]\nname = \"nr\"",
         );
         let e = err(&text);
-        let l = line_no(&text, "name = \"f3\"", "segment = \"fab\"");
+        let l = line_no(&text, "name = \"f4\"", "segment = \"fab\"");
         assert!(
             e.contains("3 fabric members")
-                && e.contains("\"f3\" (fwd) port #1 (segment \"fab\")")
+                && e.contains("\"f4\" (fwd) port #1 (segment \"fab\")")
                 && e.contains(&format!("line {l}"))
                 && e.contains("\"f1\" (fwd) port #3"),
             "{e}"
@@ -968,19 +986,19 @@ id = 11
 
     #[test]
     fn a_fwd_port_without_a_link_id_is_refused() {
-        let text = RFC8677.replace("link_ids = [11, 4]", "link_ids = [11]");
+        let text = RFC8677.replace("link_ids = [11, 4, 15]", "link_ids = [11, 4]");
         let e = err(&text);
-        let l = line_no(&text, "name = \"f2\"", "segment = \"n2\"");
+        let l = line_no(&text, "name = \"f2\"", "segment = \"fab23\"");
         assert!(
             e.contains(&format!(
-                "line {l}: [[node]] \"f2\" (fwd) port #2 (segment \"n2\")"
+                "line {l}: [[node]] \"f2\" (fwd) port #3 (segment \"fab23\")"
             )) && e.contains("no link ID"),
             "{e}"
         );
-        let e = err(&RFC8677.replace("link_ids = [11, 4]\n", ""));
+        let e = err(&RFC8677.replace("link_ids = [11, 4, 15]\n", ""));
         assert!(e.contains("\"f2\"") && e.contains("no `link_ids`"), "{e}");
-        let e = err(&RFC8677.replace("link_ids = [11, 4]", "link_ids = [11, 4, 6]"));
-        assert!(e.contains("3 entries for 2"), "{e}");
+        let e = err(&RFC8677.replace("link_ids = [11, 4, 15]", "link_ids = [11, 4, 15, 6]"));
+        assert!(e.contains("4 entries for 3"), "{e}");
     }
 
     #[test]
