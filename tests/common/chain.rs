@@ -44,6 +44,10 @@ pub(crate) struct Opts {
     pub(crate) tls: Option<String>,
     /// Extra lab text appended at the end (kernel hosts, segments).
     pub(crate) extra: String,
+    /// Extra `[node.config]` keys of the NR (e.g. table caps).
+    pub(crate) nr: &'static str,
+    /// The NR's orchestration REST port on 10.0.9.1 (0, the default: none).
+    pub(crate) nr_rest_port: u16,
 }
 
 pub(crate) fn lab_file(name: &str, o: &Opts) -> String {
@@ -53,6 +57,7 @@ pub(crate) fn lab_file(name: &str, o: &Opts) -> String {
     } else {
         "10.0.2.10"
     };
+    let (rest_port, nr) = (o.nr_rest_port, o.nr);
     let mut s = format!(
         r#"name = "{name}"
 [[segment]]
@@ -101,7 +106,8 @@ role = "nr"
 segment = "nrs"
 addrs = ["10.0.9.1/24"]
 [node.config]
-rest_port = 0
+rest_port = {rest_port}
+{nr}
 [node.config.self_attach]
 at = "f1"
 link_in = 0
