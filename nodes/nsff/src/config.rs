@@ -11,6 +11,7 @@ use svcroute_stack::wire::nsh::Spi;
 use crate::cache::{CacheConfig, CacheConfigError};
 use crate::classic::{ClassicConfig, Nnlm, Row, MAX_ROWS};
 use crate::sfc::{Classifier, Rule, RuleConfig, MAX_RULES};
+use crate::transparent::{Interceptor, TransparentConfig};
 use crate::transport::{self, TransportConfig};
 
 /// One local service function (`[[nsff.sf]]`).
@@ -86,6 +87,11 @@ pub struct NsffConfig {
     /// The client-facing TLS passthrough port: the ClientHello's SNI names
     /// the service, TLS is not terminated. Default 443; 0 = none.
     pub https_port: u16,
+    /// Transparent interception on `client_port`: TCP to `http_port` and
+    /// `https_port` of destinations that are not ours is terminated here
+    /// as if addressed to us (`false`, `true` = any destination, or a list
+    /// of prefixes). Default `false`.
+    pub transparent: TransparentConfig,
     /// Registrations are re-sent this often, ms (the RFC has no
     /// acknowledgement). Default 30000.
     pub register_interval_ms: u64,
@@ -139,6 +145,7 @@ impl Default for NsffConfig {
             http_port: 80,
             proxy_port: 3128,
             https_port: 443,
+            transparent: TransparentConfig::Off,
             register_interval_ms: 30_000,
             health_interval_ms: 2000,
             health_timeout_ms: 1000,
@@ -206,6 +213,9 @@ pub enum ConfigError {
         /// Why.
         why: String,
     },
+    /// A bad `transparent` value, or nothing to intercept.
+    #[error("nsff.transparent: {0}")]
+    Transparent(String),
     /// A classic SFF setting out of range.
     #[error(
         "nsff.classic.{0}: out of range (mtu 1280..=65535, max_pending and \
@@ -241,6 +251,7 @@ impl NsffConfig {
             return Err(ConfigError::MaxSfs(self.sf.len()));
         }
         self.transport.validate()?;
+        self.interceptor()?;
         self.nnlm()?;
         self.classifier()?;
         if let Some(key) = self.classic.invalid_key() {
@@ -295,6 +306,23 @@ impl NsffConfig {
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Classifier::new(rules))
+    }
+
+    /// The client port's frame filter when `transparent` is on: TCP to
+    /// `http_port` and `https_port` (those not 0) is intercepted.
+    pub fn interceptor(&self) -> Result<Option<Interceptor>, ConfigError> {
+        let Some(scope) = self.transparent.scope().map_err(ConfigError::Transparent)? else {
+            return Ok(None);
+        };
+        if self.http_port == 0 && self.https_port == 0 {
+            return Err(ConfigError::Transparent(
+                "http_port and https_port are both 0: nothing to intercept".into(),
+            ));
+        }
+        Ok(Some(Interceptor::new(
+            scope,
+            &[self.http_port, self.https_port],
+        )))
     }
 
     /// The nSFF ID.
@@ -383,6 +411,38 @@ mod tests {
             ..NsffConfig::default()
         };
         assert_eq!(same.validate(), Err(ConfigError::SamePort(80)));
+    }
+
+    #[test]
+    fn transparent_is_checked_and_errors_name_the_input() {
+        let cfg: NsffConfig =
+            serde_json::from_str(r#"{"transparent": ["fd00:99::/32", "10.99.0.0/16"]}"#).unwrap();
+        let i = cfg.interceptor().unwrap().unwrap();
+        assert_eq!(i.ports(), [80, 443]);
+        assert_eq!(i.scope().to_string(), "fd00:99::/32, 10.99.0.0/16");
+        assert_eq!(NsffConfig::default().interceptor(), Ok(None));
+        let https_only = NsffConfig {
+            transparent: TransparentConfig::Any,
+            http_port: 0,
+            ..NsffConfig::default()
+        };
+        assert_eq!(https_only.interceptor().unwrap().unwrap().ports(), [443]);
+        let none = NsffConfig {
+            https_port: 0,
+            ..https_only
+        };
+        assert_eq!(
+            none.validate().unwrap_err().to_string(),
+            "nsff.transparent: http_port and https_port are both 0: nothing to intercept"
+        );
+        let bad = NsffConfig {
+            transparent: TransparentConfig::Prefixes(vec!["10.99.0.0/33".into()]),
+            ..NsffConfig::default()
+        };
+        assert_eq!(
+            bad.validate().unwrap_err().to_string(),
+            "nsff.transparent: \"10.99.0.0/33\" is not a prefix (ADDR/LEN, e.g. \"10.99.0.0/16\")"
+        );
     }
 
     #[test]

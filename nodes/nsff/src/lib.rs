@@ -29,6 +29,10 @@
 //!   nothing fits.
 //! - [`rest`]: local SF registration over REST on `sf_port`
 //!   (`POST /sf`, `DELETE /sf/<fqdn>`, `GET /sf`; `sf_rest_port` 8080).
+//! - [`transparent`]: transparent interception on the client port: TCP to
+//!   `http_port`/`https_port` of *any* destination routed through the
+//!   nSFF is terminated as that destination (`transparent` key; smoltcp
+//!   `any_ip` behind a frame filter that keeps everything else out).
 //!
 //! See `docs/nsff.md`.
 
@@ -43,6 +47,7 @@ mod relay;
 pub mod rest;
 pub mod sfc;
 pub mod tls;
+pub mod transparent;
 pub mod transport;
 
 pub use config::{NnlmRowConfig, NsffConfig, SfConfig};

@@ -47,6 +47,13 @@
 //! - **SF registration REST** ([`crate::rest`], `sf_rest_port` on
 //!   `sf_port`): SFs added over REST join the same table as config ones
 //!   (registered, health-checked); removed ones are deregistered.
+//! - **Transparent interception** ([`crate::transparent`], `transparent`):
+//!   the client port's interface accepts any destination (smoltcp
+//!   `any_ip`), and its frames pass an [`Interceptor`] first, which lets
+//!   in only TCP to `http_port`/`https_port` of intercepted destinations
+//!   besides our own traffic. The listeners (`addr: None`) answer as the
+//!   original destination; routing stays by name. `ctl transparent` lists
+//!   recent intercepted connections with their original destination.
 //! - **GFF in**: frames whose pathID holds our `link_in` bit are consumed;
 //!   other GFF frames are dropped (`nsff_gff_not_for_us`). Everything else
 //!   is checked with [`check_frame`] and goes to smoltcp.
@@ -56,13 +63,13 @@
 //! tables full 503, SF unreachable or broken 502, transaction failed 504;
 //! the body says why, each is counted.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 use serde_json::{json, Value};
 use smoltcp::iface::SocketHandle;
 use smoltcp::socket::tcp;
 use smoltcp::time::{Duration, Instant};
-use smoltcp::wire::{EthernetAddress, IpAddress, IpListenEndpoint};
+use smoltcp::wire::{EthernetAddress, IpAddress, IpEndpoint, IpListenEndpoint};
 use svcroute_stack::http::{
     Decoded, Framing, Limits, RequestDecoder, RequestHead, ResponseDecoder,
 };
@@ -81,6 +88,7 @@ use crate::relay::{End, Pipe, Side};
 use crate::rest::{NewSf, Op, RestError, SfRest};
 use crate::sfc::{self, Classified, Classifier, Decision, NshHeader};
 use crate::tls::{self, Alert, Peek};
+use crate::transparent::{Filter, Interceptor};
 use crate::transport::{Endpoint, Event, Stats, TxnStats};
 
 const ETH_LEN: usize = 14;
@@ -99,6 +107,29 @@ const IDLE_SF_TIMEOUT: Duration = Duration::from_secs(30);
 /// The first gap between registrations, ms; it doubles up to
 /// `register_interval_ms`.
 const REGISTER_FIRST_GAP_MS: u64 = 1000;
+/// Intercepted connections remembered for `ctl transparent`.
+const RECENT_INTERCEPTS: usize = 32;
+
+/// A connection accepted for a destination that is not ours.
+#[derive(Debug, Clone, Copy)]
+struct Intercepted {
+    at: Instant,
+    client: IpEndpoint,
+    /// The address and port the client connected to.
+    original_dst: IpEndpoint,
+    tls: bool,
+}
+
+impl Intercepted {
+    fn json(&self) -> Value {
+        json!({
+            "at_ms": self.at.total_millis(),
+            "client": socket_addr(self.client).to_string(),
+            "original_dst": socket_addr(self.original_dst).to_string(),
+            "tls": self.tls,
+        })
+    }
+}
 
 /// A local SF exchange: request bytes in, response bytes out.
 #[derive(Debug)]
@@ -434,6 +465,10 @@ pub struct Nsff {
     idle: Vec<((IpAddress, u16), SocketHandle, Instant)>,
     /// The classic SFF (NSH over Ethernet, GRE, VXLAN-GPE).
     classic: Classic,
+    /// The client port's filter while transparent interception is on.
+    transparent: Option<Interceptor>,
+    /// The last intercepted connections, oldest first.
+    intercepted: VecDeque<Intercepted>,
 }
 
 impl Nsff {
@@ -458,6 +493,7 @@ impl Nsff {
         let classifier = cfg.classifier()?;
         let cache = PathCache::new(me, cfg.nr_path(), cfg.cache.clone(), None)?;
         let classic = Classic::new(cfg.nnlm()?, cfg.classic.clone());
+        let transparent = cfg.interceptor()?;
         Ok(Self {
             me,
             sfs,
@@ -485,6 +521,8 @@ impl Nsff {
             aborted_ready: Vec::new(),
             idle: Vec::new(),
             classic,
+            transparent,
+            intercepted: VecDeque::new(),
             cfg,
         })
     }
@@ -1923,6 +1961,19 @@ impl Nsff {
         Ok(ps.sockets.add(s))
     }
 
+    /// `ctl <node> transparent`.
+    fn transparent_control(&self) -> Value {
+        let Some(t) = &self.transparent else {
+            return json!({ "enabled": false });
+        };
+        json!({
+            "enabled": true,
+            "scope": t.scope().to_string(),
+            "ports": t.ports(),
+            "recent": self.intercepted.iter().map(Intercepted::json).collect::<Vec<Value>>(),
+        })
+    }
+
     /// `ctl <node> tls`.
     fn tls_control(&self) -> Value {
         let stage = |s: &TlsStage| match s {
@@ -2067,6 +2118,11 @@ fn request_path(h: &RequestHead) -> &str {
     }
 }
 
+/// `addr:port`, IPv6 in brackets.
+fn socket_addr(e: IpEndpoint) -> std::net::SocketAddr {
+    std::net::SocketAddr::new(std_ip(e.addr), e.port)
+}
+
 fn std_ip(a: IpAddress) -> std::net::IpAddr {
     match a {
         IpAddress::Ipv4(a) => std::net::IpAddr::V4(a),
@@ -2191,6 +2247,26 @@ impl Role for Nsff {
         if self.cfg.sf_rest_port != 0 && sp < cx.ports.len() {
             self.rest = Some(SfRest::new(self.cfg.sf_rest_port));
         }
+        match (
+            &mut self.transparent,
+            cx.ports.get_mut(self.cfg.client_port),
+        ) {
+            (Some(t), Some(p)) => {
+                let smoltcp::wire::HardwareAddress::Ethernet(mac) = p.iface.hardware_addr();
+                t.bind(mac, p.iface.ip_addrs());
+                // Every destination reaches smoltcp's listeners; the
+                // interceptor in `ingress` keeps out all but what we take.
+                p.iface.set_any_ip(true);
+                log::info!(
+                    "nsff: transparent interception on {}: {} tcp {:?}",
+                    p.name,
+                    t.scope(),
+                    t.ports()
+                );
+            }
+            (Some(_), None) => self.transparent = None,
+            (None, _) => {}
+        }
         {
             for (pidx, port, is_tls) in listen {
                 self.pool_tls.push(is_tls);
@@ -2237,7 +2313,34 @@ impl Role for Nsff {
                 let id = self.next_client;
                 self.next_client += 1;
                 any = true;
-                if self.pool_tls.get(pi).copied().unwrap_or(false) {
+                let is_tls = self.pool_tls.get(pi).copied().unwrap_or(false);
+                if let Some(t) = self
+                    .transparent
+                    .as_ref()
+                    .filter(|_| pidx == self.cfg.client_port)
+                {
+                    let s = ps.sockets.get::<tcp::Socket>(sock);
+                    if let (Some(client), Some(dst)) = (s.remote_endpoint(), s.local_endpoint()) {
+                        if !t.is_own(dst.addr) {
+                            cx.stats.bump("nsff.transparent_accepted");
+                            log::debug!(
+                                "nsff: intercepted {} -> {} (client {id})",
+                                socket_addr(client),
+                                socket_addr(dst)
+                            );
+                            if self.intercepted.len() == RECENT_INTERCEPTS {
+                                self.intercepted.pop_front();
+                            }
+                            self.intercepted.push_back(Intercepted {
+                                at: cx.now,
+                                client,
+                                original_dst: dst,
+                                tls: is_tls,
+                            });
+                        }
+                    }
+                }
+                if is_tls {
                     cx.stats.bump("nsff.tls_accepted");
                     let a = End::Tcp { port: pidx, sock };
                     self.tls.insert(
@@ -2365,6 +2468,13 @@ impl Role for Nsff {
             if let Err(reason) = check_frame(frame) {
                 return Verdict::Drop(reason);
             }
+            if port == self.cfg.client_port {
+                if let Some(Filter::Drop(reason)) =
+                    self.transparent.as_ref().map(|t| t.filter(frame))
+                {
+                    return Verdict::Drop(reason);
+                }
+            }
             for (p, _) in self
                 .pools
                 .iter_mut()
@@ -2429,6 +2539,7 @@ impl Role for Nsff {
             }),
             "nnlm" => self.classic.control(cx.stats),
             "tls" => self.tls_control(),
+            "transparent" => self.transparent_control(),
             "help" => json!({
                 "commands": [
                     "cache: FQDN cache size, pending resolutions, counters",
@@ -2436,6 +2547,7 @@ impl Role for Nsff {
                     "sfs: local service functions, client connections, SF exchanges",
                     "nnlm: the nNLM rows, classic SFF counters, packets waiting for a MAC",
                     "tls: TLS passthrough sessions (client side and egress)",
+                    "transparent: interception scope and ports, recent intercepted connections",
                     "help: this list (and the node commands ping, stats, ports)",
                 ],
             }),
