@@ -48,6 +48,10 @@ pub(crate) struct Opts {
     pub(crate) nr: &'static str,
     /// The NR's orchestration REST port on 10.0.9.1 (0, the default: none).
     pub(crate) nr_rest_port: u16,
+    /// The client segment has IPv6 too (nSFF1 fd00:1::1/64, client
+    /// fd00:1::10/64) and the client's default routes go via nSFF1
+    /// (10.0.1.1, fd00:1::1): for transparent interception.
+    pub(crate) gateway: bool,
 }
 
 pub(crate) fn lab_file(name: &str, o: &Opts) -> String {
@@ -173,8 +177,12 @@ role = "nsff"
 segment = "n1"
 [[node.port]]
 segment = "cli"
-addrs = ["10.0.1.1/24"]
 "#;
+    s += if o.gateway {
+        "addrs = [\"10.0.1.1/24\", \"fd00:1::1/64\"]\n"
+    } else {
+        "addrs = [\"10.0.1.1/24\"]\n"
+    };
     if o.sf1 {
         s += "[[node.port]]\nsegment = \"s1\"\naddrs = [\"10.0.3.1/24\"]\n";
     }
@@ -217,8 +225,12 @@ addr = "10.0.1.20"
 name = "client"
 [[host.iface]]
 segment = "cli"
-addrs = ["10.0.1.10/24"]
 "#;
+    s += if o.gateway {
+        "addrs = [\"10.0.1.10/24\", \"fd00:1::10/64\"]\ngateways = [\"10.0.1.1\", \"fd00:1::1\"]\n"
+    } else {
+        "addrs = [\"10.0.1.10/24\"]\n"
+    };
     s += &o.extra;
     s
 }
