@@ -46,7 +46,9 @@ use crate::decide::{self, Action, AnnounceError, Choice, Classified, DropReason,
 use crate::fib::{Fib, NameHash};
 use crate::igp::{Change, Igp, IgpConfig, LinkId, Transmit};
 use crate::nhib::{InstanceId, InstanceKey, Nhib, LOCAL_PART};
-use crate::policy::{self, Candidate, Metrics, Rng, SchedState, Steering, Tuning};
+use crate::policy::{
+    self, Candidate, EntrySteering, Metrics, Rng, RoutePolicy, SchedState, Steering, Tuning,
+};
 
 /// Octets of LSA body a services part may fill (of the 16,000-octet
 /// datagram), besides the [`MAX_SERVICES`] count.
@@ -112,10 +114,42 @@ pub struct FibEntry {
     /// The instances, with what a pick needs of their NHIB rows copied in
     /// (one memory access per request instead of one per instance).
     pub members: Vec<Member>,
-    /// The steering of the first instance (every SAR agrees on it).
-    pub steering: Steering,
-    /// Round-robin and WRR state.
+    /// The members' steering taken together (every SAR agrees on it),
+    /// recomputed whenever a member comes, goes or changes its steering.
+    pub steering: EntrySteering,
+    /// Round-robin and WRR state, over the instances the ingress schedules
+    /// over ([`FibEntry::scheduled`]).
     pub sched: SchedState,
+}
+
+impl FibEntry {
+    /// An entry of one instance.
+    fn new(member: Member) -> Self {
+        let mut e = Self {
+            members: vec![member],
+            steering: EntrySteering::Route(RoutePolicy::Shortest),
+            sched: SchedState::default(),
+        };
+        e.members_changed();
+        e
+    }
+
+    /// The members the ingress schedules over, in member order: all of
+    /// them for a scheduled entry, the scheduled set of a mixed one.
+    pub fn scheduled(&self) -> impl Iterator<Item = &Member> {
+        let mixed = matches!(self.steering, EntrySteering::Mixed { .. });
+        self.members
+            .iter()
+            .filter(move |m| !mixed || matches!(m.steering, Steering::Schedule(_)))
+    }
+
+    /// After the members or their steering changed: the entry's steering,
+    /// and a scheduling cycle started over for the new set.
+    fn members_changed(&mut self) {
+        self.steering = EntrySteering::of(self.members.iter().map(|m| m.steering));
+        let n = self.scheduled().count();
+        self.sched.reset(n);
+    }
 }
 
 /// One instance of a FIB entry: its NHIB row and a copy of the fields the
@@ -199,6 +233,8 @@ pub struct Sar {
     remote: HashMap<(RouterId, u16), Vec<InstanceId>>,
     rng: Rng,
     scratch: Vec<Candidate>,
+    /// The member index of each `scratch` candidate (mixed entries).
+    scratch_at: Vec<usize>,
     tally: Tally,
 }
 
@@ -217,6 +253,7 @@ impl Sar {
             remote: HashMap::new(),
             rng: Rng::new(cfg.seed ^ 0x7361_725f_726f_7361),
             scratch: Vec::new(),
+            scratch_at: Vec::new(),
             tally: Tally::default(),
             cfg,
         };
@@ -401,6 +438,22 @@ impl Sar {
     /// pick for `name`. `scheduling`: we are the client's ingress and may
     /// apply a scheduling policy; otherwise (a request from a SAR) route.
     /// Counts nothing (the hot path; [`Sar::decide`] counts).
+    ///
+    /// At the ingress, by the entry's [`EntrySteering`]:
+    ///
+    /// - `Schedule`: schedule over every reachable instance.
+    /// - `Route`: route to the best reachable instance.
+    /// - `Mixed`: route over every reachable instance (a scheduled one with
+    ///   the path cost to its SAR): the scheduled set is one site. If a
+    ///   routed instance wins, it is the choice, as for `Route`; if a
+    ///   scheduled one does, schedule over the reachable scheduled set
+    ///   only, with the entry's scheduling state.
+    ///
+    /// Elsewhere every entry is routed, by the same route policy the
+    /// ingress of a mixed entry uses, so a SAR on the path to a routed
+    /// winner picks that winner again: it is nearer to the winner by the
+    /// cost of the hops already taken, and no nearer to any other
+    /// instance than that.
     pub fn resolve(&mut self, name: &ServiceName, scheduling: bool) -> Result<Choice, DropReason> {
         let me = self.cfg.igp.router_id;
         let nhib = &self.nhib;
@@ -411,7 +464,38 @@ impl Sar {
             })
             .ok_or(DropReason::NoRoute)?;
         let (cand, slot, scheduled) = match (entry.steering, scheduling && self.cfg.client_facing) {
-            (Steering::Schedule(p), true) => {
+            (EntrySteering::Mixed { schedule, route }, true) => {
+                let cands = entry.members.iter().map(|m| m.candidate(nhib));
+                let i = policy::route(route, &self.cfg.tuning, cands).ok_or(DropReason::NoRoute)?;
+                let m = &entry.members[i];
+                if matches!(m.steering, Steering::Schedule(_)) {
+                    // The scheduled set is the nearest site.
+                    self.scratch.clear();
+                    self.scratch_at.clear();
+                    for (k, m) in entry.members.iter().enumerate() {
+                        if matches!(m.steering, Steering::Schedule(_)) {
+                            self.scratch.push(m.candidate(nhib));
+                            self.scratch_at.push(k);
+                        }
+                    }
+                    let j = policy::schedule(
+                        schedule,
+                        &self.cfg.tuning,
+                        &mut entry.sched,
+                        &mut self.rng,
+                        &self.scratch,
+                    )
+                    .ok_or(DropReason::NoRoute)?;
+                    (
+                        self.scratch[j],
+                        entry.members[self.scratch_at[j]].slot,
+                        true,
+                    )
+                } else {
+                    (m.candidate(nhib), m.slot, false)
+                }
+            }
+            (EntrySteering::Schedule(p), true) => {
                 self.scratch.clear();
                 self.scratch
                     .extend(entry.members.iter().map(|m| m.candidate(nhib)));
@@ -426,6 +510,7 @@ impl Sar {
                 (self.scratch[i], entry.members[i].slot, true)
             }
             (s, _) => {
+                // Routed at the ingress, or any request elsewhere.
                 let cands = entry.members.iter().map(|m| m.candidate(nhib));
                 let i = policy::route(s.route_policy(), &self.cfg.tuning, cands)
                     .ok_or(DropReason::NoRoute)?;
@@ -646,20 +731,10 @@ impl Sar {
         if let Some(e) = self.fib.get_mut(&name) {
             let at = e.members.partition_point(|x| x.order() < member.order());
             e.members.insert(at, member);
-            e.sched.reset(e.members.len());
-            e.steering = first_steering(&e.members);
+            e.members_changed();
         } else {
-            let mut sched = SchedState::default();
-            sched.reset(1);
             // Room was checked above.
-            let _ = self.fib.insert(
-                name,
-                FibEntry {
-                    members: vec![member],
-                    steering,
-                    sched,
-                },
-            );
+            let _ = self.fib.insert(name, FibEntry::new(member));
         }
         Ok(id)
     }
@@ -685,10 +760,13 @@ impl Sar {
                 m.metrics = metrics;
                 m.steering = steering;
             }
-            e.steering = first_steering(&e.members);
-            if old_m.capability != metrics.capability {
+            if old_s != steering {
+                // The entry's steering, or the set scheduled over, may
+                // have changed.
+                e.members_changed();
+            } else if old_m.capability != metrics.capability {
                 // New weights: start the WRR cycle over.
-                let n = e.members.len();
+                let n = e.scheduled().count();
                 e.sched.wrr_current.clear();
                 e.sched.wrr_current.resize(n, 0);
             }
@@ -707,8 +785,7 @@ impl Sar {
             self.fib.remove(&row.name);
             return;
         }
-        e.sched.reset(e.members.len());
-        e.steering = first_steering(&e.members);
+        e.members_changed();
     }
 
     /// An instance row expired (local or remote).
@@ -827,12 +904,4 @@ fn reoriginate_within(igp: &IgpConfig, sars: usize, lifetime_s: u32) -> Duration
     let period = Duration::from_millis(u64::from(lifetime_s) * 1000 / 3);
     let margin = Duration::from_secs(hops) + igp.min_ls_interval + igp.rxmt_interval;
     Duration::from_millis(u64::from(lifetime_s) * 500).max(period + margin)
-}
-
-fn first_steering(members: &[Member]) -> Steering {
-    members
-        .first()
-        .map_or(Steering::Route(policy::RoutePolicy::Shortest), |m| {
-            m.steering
-        })
 }

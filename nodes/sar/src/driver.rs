@@ -1201,7 +1201,7 @@ impl SarNode {
             .map(|(name, e)| {
                 json!({
                     "service": display_name(name),
-                    "steering": format!("{:?}", e.steering),
+                    "steering": e.steering.to_string(),
                     "instances": e.members.iter().map(|m| json!({
                         "addr": m.addr.to_string(),
                         "origin": m.origin.0,

@@ -74,4 +74,4 @@ pub use crate::decide::{Action, AnnounceError, Choice, DropReason, Fill, PacketV
 pub use crate::driver::SarNode;
 pub use crate::igp::{IgpConfig, Key, LinkId, Transmit};
 pub use crate::node_config::SarConfig;
-pub use crate::policy::{RoutePolicy, SchedPolicy, Steering};
+pub use crate::policy::{EntrySteering, RoutePolicy, SchedPolicy, Steering};

@@ -19,10 +19,20 @@
 //! *Schedule* picks are made once, at the client's ingress SAR, which
 //! rewrites the destination to the chosen instance.
 //!
+//! Steering is per instance; a FIB entry sums its instances up in an
+//! [`EntrySteering`]. When a name has both a scheduled set and routed
+//! instances, the set counts as one site: every SAR routes over all the
+//! instances (a scheduled one with its own path cost), and the ingress
+//! schedules over the set only when one of its instances is the routing
+//! winner. Since the ingress and the SARs after it rank the same
+//! candidates by the same route policy, hop-by-hop consistency holds as
+//! above.
+//!
 //! Ties always break on the lower instance address, then the lower origin
 //! SAR, so every SAR with the same LSDB decides the same.
 
 use core::cmp::Ordering;
+use core::fmt;
 use std::net::IpAddr;
 
 use svcroute_stack::wire::igp::RouterId;
@@ -125,6 +135,103 @@ impl Steering {
         match self {
             Self::Route(p) => p,
             Self::Schedule(_) => RoutePolicy::Shortest,
+        }
+    }
+}
+
+/// The steering of a whole FIB entry, from its instances' steering in
+/// member order (every SAR holds the same members, so every SAR agrees).
+/// Computed when the members change, so a request reads one field.
+///
+/// A *scheduled set* (the instances asking to be scheduled) counts as one
+/// site for routing: with routed instances beside it, the ingress first
+/// routes over every instance by path cost, and only when a scheduled
+/// instance wins does it schedule, over the scheduled set alone. See
+/// `Sar::resolve` and `docs/sar.md` ("Steering and policies").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EntrySteering {
+    /// Every instance is routed, by the first one's policy.
+    Route(RoutePolicy),
+    /// Every instance is scheduled at the ingress, by the first one's
+    /// policy.
+    Schedule(SchedPolicy),
+    /// A scheduled set and routed instances.
+    Mixed {
+        /// The first scheduled instance's policy, applied at the ingress
+        /// over the scheduled set when one of it is the routing winner.
+        schedule: SchedPolicy,
+        /// How every SAR routes over all the instances (the ingress to
+        /// choose between the set and the routed instances, the others
+        /// hop by hop): the routed instances' policy when they agree on
+        /// a path-first one (shortest or constraint-based), else
+        /// shortest path.
+        route: RoutePolicy,
+    },
+}
+
+impl EntrySteering {
+    /// The entry's steering from its instances' `steerings`, in member
+    /// order; an empty entry routes by shortest path.
+    pub fn of(steerings: impl IntoIterator<Item = Steering>) -> Self {
+        let mut first: Option<Steering> = None;
+        let mut schedule: Option<SchedPolicy> = None;
+        // The routed instances' policy; `Err` once two disagree.
+        let mut route: Option<Result<RoutePolicy, ()>> = None;
+        for s in steerings {
+            first.get_or_insert(s);
+            match s {
+                Steering::Schedule(p) => {
+                    schedule.get_or_insert(p);
+                }
+                Steering::Route(p) => {
+                    route = match route {
+                        None => Some(Ok(p)),
+                        Some(Ok(q)) if q == p => Some(Ok(q)),
+                        Some(_) => Some(Err(())),
+                    };
+                }
+            }
+        }
+        match (first, schedule, route) {
+            (Some(Steering::Route(p)), None, _) => Self::Route(p),
+            (Some(Steering::Schedule(p)), _, None) => Self::Schedule(p),
+            (_, Some(schedule), Some(route)) => Self::Mixed {
+                schedule,
+                // Min-metric ranks load before path: a scheduled instance
+                // announces no load (or one meant for its scheduler, and
+                // absent counts as worst), so the set could never win on
+                // being nearer. Path-first policies compare it fairly.
+                route: match route {
+                    Ok(p @ (RoutePolicy::Shortest | RoutePolicy::Constrained)) => p,
+                    Ok(RoutePolicy::MinMetric) | Err(()) => RoutePolicy::Shortest,
+                },
+            },
+            _ => Self::Route(RoutePolicy::Shortest),
+        }
+    }
+
+    /// The routing policy of a request that is not scheduled here (at a
+    /// SAR that is not the client's ingress, or at the ingress to choose
+    /// between a scheduled set and routed instances).
+    pub const fn route_policy(self) -> RoutePolicy {
+        match self {
+            Self::Route(p) | Self::Mixed { route: p, .. } => p,
+            Self::Schedule(_) => RoutePolicy::Shortest,
+        }
+    }
+}
+
+/// `Route(Shortest)`, `Schedule(RoundRobin)`, or for a mixed entry
+/// `Mixed(Schedule(RoundRobin), Route(Shortest))` (the control socket's
+/// `fib`).
+impl fmt::Display for EntrySteering {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Route(p) => write!(f, "Route({p:?})"),
+            Self::Schedule(p) => write!(f, "Schedule({p:?})"),
+            Self::Mixed { schedule, route } => {
+                write!(f, "Mixed(Schedule({schedule:?}), Route({route:?}))")
+            }
         }
     }
 }
@@ -470,6 +577,49 @@ mod tests {
             Steering::Schedule(SchedPolicy::Weighted).route_policy(),
             RoutePolicy::Shortest
         );
+    }
+
+    #[test]
+    fn entry_steering_from_members() {
+        use EntrySteering as E;
+        use RoutePolicy::{Constrained, MinMetric, Shortest};
+        use SchedPolicy::{RoundRobin, Weighted};
+        let (r, s) = (Steering::Route, Steering::Schedule);
+        assert_eq!(E::of([]), E::Route(Shortest));
+        // Uniform entries: the first instance's policy, as before.
+        assert_eq!(E::of([r(MinMetric), r(Shortest)]), E::Route(MinMetric));
+        assert_eq!(E::of([s(Weighted), s(RoundRobin)]), E::Schedule(Weighted));
+        // Mixed, whichever comes first: the first scheduled policy, and
+        // the routed instances' path-first policy when they agree.
+        let mixed = |route| E::Mixed {
+            schedule: RoundRobin,
+            route,
+        };
+        assert_eq!(E::of([r(Shortest), s(RoundRobin)]), mixed(Shortest));
+        assert_eq!(
+            E::of([s(RoundRobin), s(Weighted), r(Constrained)]),
+            mixed(Constrained)
+        );
+        assert_eq!(
+            E::of([r(Constrained), s(RoundRobin), r(Constrained)]),
+            mixed(Constrained)
+        );
+        // Disagreeing or load-first routed instances: shortest path.
+        assert_eq!(
+            E::of([r(Constrained), s(RoundRobin), r(Shortest)]),
+            mixed(Shortest)
+        );
+        assert_eq!(E::of([s(RoundRobin), r(MinMetric)]), mixed(Shortest));
+        // Who routes what: transit SARs route scheduled entries by path.
+        assert_eq!(E::Schedule(Weighted).route_policy(), Shortest);
+        assert_eq!(mixed(Constrained).route_policy(), Constrained);
+        assert_eq!(E::Route(MinMetric).route_policy(), MinMetric);
+        assert_eq!(
+            mixed(Shortest).to_string(),
+            "Mixed(Schedule(RoundRobin), Route(Shortest))"
+        );
+        assert_eq!(E::Route(Shortest).to_string(), "Route(Shortest)");
+        assert_eq!(E::Schedule(Weighted).to_string(), "Schedule(Weighted)");
     }
 
     #[test]
