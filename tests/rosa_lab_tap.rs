@@ -3,20 +3,27 @@
 //! a square with a diagonal, a SAG with dnsmasq and nginx, and a second
 //! ROSA domain behind its own SAG. Checked, over real TAPs:
 //!
+//! - `service.org` is served by a scheduled set (`i1`, `i2` behind `s2`,
+//!   round robin) and a routed instance (`i3` behind `s3`); the ingress
+//!   `s1` holds one mixed FIB entry for the three;
 //! - plain `curl http://service.org/` in the TUN-served kernel `client`
 //!   answers from an instance, and new connections take turns over the
-//!   scheduled set (`i1`, `i2`, round robin at the ingress `s1`);
+//!   scheduled set only, the nearer site (10, against 20 for `i3`);
 //! - the host-node client `c` gets `service.org` (the scheduled set),
-//!   `service.org/video` (the routed instance `i3`, hop by hop through
-//!   `s2`), and `foo.com` (`f1`, also from a kernel curl);
+//!   `service.org/video` (`i3` alone, routed hop by hop through `s2`), and
+//!   `foo.com` (`f1`, also from a kernel curl);
 //! - `curl http://example.net/` gets nginx's page through the SAG `g`;
 //! - `shop.example`, a service of the second domain, answers through both
 //!   SAGs, for both clients;
 //! - cutting the SAR link `s1` ─ `s2` (its bridge down) re-routes: once the
-//!   IGP has converged `s1` routes the scheduled set's prefix over `s4`,
-//!   `service.org` still answers from both instances, and the routed
-//!   requests cross `s4` instead of `s2`; healing the link brings the route
-//!   back.
+//!   IGP has converged `s1` routes the scheduled set's prefix over `s4`;
+//!   `i3` is now the nearer site (25, against 35 for the set), so
+//!   `service.org` is routed to it over `s4`, as are the requests for
+//!   `service.org/video`; healing the link brings the route back, and
+//!   `service.org` goes back to the scheduled set;
+//! - the last phase stops `i1` and `i2` (SIGTERM: they withdraw): `s1`'s
+//!   entry keeps `i3` alone, and both clients' `service.org` is answered
+//!   by `i3`, routed.
 //!
 //! Behaviour only, never timing: every wait is a generous `wait_until`.
 //! Needs root, dnsmasq and nginx (skips otherwise).
@@ -32,6 +39,8 @@ const LAB: &str = include_str!("../examples/labs/rosa.toml");
 /// nginx's files, as the lab's `web` command names them.
 const WEB_DIR: &str = "/tmp/svl-rosa-web";
 const SCHEDULED: [&str; 2] = ["i1", "i2"];
+/// `s1`'s steering of `service.org`: the scheduled set beside `i3`.
+const MIXED: &str = "Mixed(Schedule(RoundRobin), Route(Shortest))";
 
 fn counter(lab: &Lab, node: &str, name: &str) -> u64 {
     named(&lab.stats(node)).get(name).copied().unwrap_or(0)
@@ -178,12 +187,13 @@ fn the_example_lab_serves_every_name_and_reroutes_around_a_cut_link() {
     let _web = RemoveOnDrop(web_dir);
     let lab = Lab::up(&name, &toml);
 
-    // The IGP carried every name to the ingress: the scheduled set, the
-    // routed instance, foo.com and the SAG's `*`, each at the cost of its
-    // shortest path over the whole square (every adjacency up); shop.example
-    // is in the second domain only.
+    // The IGP carried every name to the ingress: the scheduled set and the
+    // routed instance (in address order: i1, i2, i3), foo.com and the
+    // SAG's `*`, each at the cost of its shortest path over the whole
+    // square (every adjacency up); shop.example is in the second domain
+    // only.
     let converged = || {
-        costs(&lab, "s1", "service.org") == [10, 10]
+        costs(&lab, "s1", "service.org") == [10, 10, 20]
             && costs(&lab, "s1", "service.org/video") == [20]
             && costs(&lab, "s1", "foo.com") == [15]
             && costs(&lab, "s1", "*") == [25]
@@ -198,10 +208,12 @@ fn the_example_lab_serves_every_name_and_reroutes_around_a_cut_link() {
         lab.ctl("s1", &["neighbors"])
     );
     let steering = |service: &str| {
-        fib_entry(&lab, "s1", service).map_or(String::new(), |e| e["steering"].to_string())
+        fib_entry(&lab, "s1", service)
+            .and_then(|e| e["steering"].as_str().map(str::to_owned))
+            .unwrap_or_default()
     };
-    assert!(steering("service.org").contains("Schedule"));
-    assert!(steering("service.org/video").contains("Route"));
+    assert_eq!(steering("service.org"), MIXED);
+    assert_eq!(steering("service.org/video"), "Route(Shortest)");
     assert!(
         wait_until(30, || reachable(&lab, "g2", "shop.example") == 1),
         "g2 never learnt shop.example: {}",
@@ -210,8 +222,9 @@ fn the_example_lab_serves_every_name_and_reroutes_around_a_cut_link() {
     assert_eq!(reachable(&lab, "s1", "shop.example"), 0);
 
     // The kernel client: six connections, six transactions, in turn over
-    // the scheduled set (round robin is exact per request; a retransmitted
-    // SYN is one more request, so allow one off).
+    // the scheduled set, the nearer site; never i3 (round robin is exact
+    // per request; a retransmitted SYN is one more request, so allow one
+    // off).
     let by = curls_of_the_scheduled_set(&lab, 6);
     assert!(
         SCHEDULED
@@ -276,8 +289,9 @@ fn the_example_lab_serves_every_name_and_reroutes_around_a_cut_link() {
         "s1 never re-routed around the cut: {}",
         lab.ctl("s1", &["routes"])
     );
-    // s2's way back to the clients converges alike; service.org answers,
-    // still in turn over both instances.
+    // s2's way back to the clients converges alike. The set is now at 35
+    // (over s4 and s3), i3 at 25 (over s4): i3 is the nearer site, and
+    // service.org is routed to it, s1 → s4 → s3, like service.org/video.
     assert!(
         wait_until(40, || via(&lab, "s2", "fd00:a::/64").as_deref()
             == Some("fd00:23::3")),
@@ -285,17 +299,26 @@ fn the_example_lab_serves_every_name_and_reroutes_around_a_cut_link() {
         lab.ctl("s2", &["routes"])
     );
     assert!(
+        wait_until(40, || costs(&lab, "s1", "service.org") == [35, 35, 25]),
+        "s1's costs never followed the cut: {}",
+        lab.ctl("s1", &["fib"])
+    );
+    assert_eq!(steering("service.org"), MIXED);
+    assert!(
         wait_until(40, || curl(&lab, "service.org")
             .is_some_and(|(c, _, _)| c == "200")),
         "service.org never answered after the cut"
     );
-    let by = curls_of_the_scheduled_set(&lab, 4);
-    assert_eq!(by.len(), 2, "not over both instances: {by:?}");
-    // The routed instance is now reached over s4 (s1 → s4 → s3).
+    for _ in 0..3 {
+        let (code, instance, _) = curl(&lab, "service.org").expect("curl service.org failed");
+        assert_eq!((code.as_str(), instance.as_str()), ("200", "i3"));
+    }
     let s4_before = counter(&lab, "s4", "sar.request_to_next_sar");
+    let (ok, by) = get(&lab, "http://service.org/", &["-n", "2", "--close"]);
+    assert_eq!((ok, by["i3"].as_u64()), (2, Some(2)), "{by}");
     let (ok, by) = get(&lab, "http://service.org/video", &video);
     assert_eq!((ok, by["i3"].as_u64()), (2, Some(2)), "{by}");
-    assert!(counter(&lab, "s4", "sar.request_to_next_sar") >= s4_before + 2);
+    assert!(counter(&lab, "s4", "sar.request_to_next_sar") >= s4_before + 4);
 
     // Heal: the adjacency comes back and with it the shorter route.
     link_set(&lab, "br-l", "up");
@@ -308,13 +331,59 @@ fn the_example_lab_serves_every_name_and_reroutes_around_a_cut_link() {
         lab.ctl("s1", &["routes"]),
         lab.ctl("s1", &["neighbors"])
     );
+    // The set is the nearer site again: scheduled, never i3.
+    assert!(
+        wait_until(40, || costs(&lab, "s1", "service.org") == [10, 10, 20]),
+        "s1's costs never came back: {}",
+        lab.ctl("s1", &["fib"])
+    );
     assert!(
         wait_until(40, || curl(&lab, "service.org")
             .is_some_and(|(c, _, _)| c == "200")),
         "service.org never answered after the heal"
     );
+    curls_of_the_scheduled_set(&lab, 2);
     let (ok, by) = get(&lab, "http://service.org/", &["-n", "2", "--close"]);
     assert_eq!(ok, 2, "{by}");
+    assert!(
+        by.as_object()
+            .is_some_and(|m| m.keys().all(|k| SCHEDULED.contains(&k.as_str()))),
+        "not the scheduled set after the heal: {by}"
+    );
+
+    // The set stops (SIGTERM: each host withdraws what it serves). s1's
+    // entry keeps i3 alone, and service.org is routed to it, for both
+    // clients.
+    for node in SCHEDULED {
+        let pid = lab.ctl(node, &["ping"])["pid"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no pid from {node}"));
+        assert!(run_bounded(10, "kill", &["-TERM", &pid.to_string()])
+            .status
+            .success());
+    }
+    let only_i3 = || {
+        fib_entry(&lab, "s1", "service.org").is_some_and(|e| {
+            e["instances"].as_array().is_some_and(|a| {
+                a.len() == 1 && a[0]["addr"] == "fd00:d::11" && a[0]["reachable"] == true
+            })
+        })
+    };
+    assert!(
+        wait_until(20, only_i3),
+        "the set's withdrawals never reached s1: {}",
+        lab.ctl("s1", &["fib"])
+    );
+    assert_eq!(steering("service.org"), "Route(Shortest)");
+    let s2_before = counter(&lab, "s2", "sar.request_to_next_sar");
+    for _ in 0..3 {
+        let (code, instance, _) = curl(&lab, "service.org").expect("curl service.org failed");
+        assert_eq!((code.as_str(), instance.as_str()), ("200", "i3"));
+    }
+    let (ok, by) = get(&lab, "http://service.org/", &["-n", "2", "--close"]);
+    assert_eq!((ok, by["i3"].as_u64()), (2, Some(2)), "{by}");
+    // Routed hop by hop, s1 → s2 → s3.
+    assert!(counter(&lab, "s2", "sar.request_to_next_sar") >= s2_before + 5);
 
     // The kernel client's shim: every flow bound by one response.
     let flows = counter(&lab, "cs", "rosa.client_flows");
