@@ -3,11 +3,11 @@
 //! (`examples/labs/rosa.toml`), in virtual time.
 //!
 //! ```text
-//!   client ─ S1 ──── [10] ──── S2 ─┬─ set1, set2   svc.org  scheduling/round-robin
-//!            │ ╲                  │  └
-//!          [15]  ╲ [30]         [10]
-//!            │     ╲              │
-//!            S4 ──── [10] ─────── S3 ── routed     svc.org  routing/shortest
+//!   client ─ S1 ──── [10] ──── S2 ── SET[0], SET[1]  svc.org  scheduling/round-robin
+//!            │ ╲               │
+//!          [15]  ╲ [30]      [10]
+//!            │     ╲           │
+//!            S4 ──── [10] ──── S3 ── ROUTED[k]       svc.org  routing/shortest
 //! ```
 //!
 //! The scheduled set counts as one site: an ingress nearer to it than to
