@@ -1635,7 +1635,11 @@ impl Nsff {
                         stats.bump("nsff.path_updates");
                         let n = self.cache.handle_update(&u);
                         stats.add("nsff.cache_flushed", n as u64);
-                        if u.ids.as_slice().contains(&ALL_NSFFS) {
+                        // ALL NODES is an nSFF ID: in a list of link IDs
+                        // 255 is just a link.
+                        if u.kind == nr::UpdateKind::NsffIds
+                            && u.ids.as_slice().contains(&ALL_NSFFS)
+                        {
                             // The NR (re)started: register again now and
                             // put the configured paths back.
                             self.register_now = true;
@@ -2808,6 +2812,41 @@ mod tests {
             ..NsffConfig::default()
         })
         .unwrap()
+    }
+
+    #[test]
+    fn only_an_all_nodes_update_means_the_nr_restarted() {
+        let mut n = node();
+        n.register_now = false;
+        let mac = EthernetAddress([2, 0, 0, 0, 0, 1]);
+        let ours = PathId::ZERO.with(2).with(5);
+        let update = |kind| {
+            let m = nr::Repr::PathUpdate(nr::PathUpdate {
+                kind,
+                ids: nr::Ids::new(&[7, ALL_NSFFS]).unwrap(),
+                tlvs: Tlvs::new(&[]).unwrap(),
+            });
+            let mut b = vec![0; m.buffer_len()];
+            m.emit(&mut b);
+            gff_frame(mac, ours, MessageType::PathUpdate, &b)
+        };
+        // Link 255 went down: flush what crossed it, nothing more.
+        assert_eq!(
+            ingress(&mut n, &update(nr::UpdateKind::LinkIds)),
+            Verdict::Consume
+        );
+        assert!(!n.register_now);
+        assert_eq!(
+            ingress(&mut n, &update(nr::UpdateKind::Unknown(9))),
+            Verdict::Consume
+        );
+        assert!(!n.register_now);
+        // ALL NODES: register again at once.
+        assert_eq!(
+            ingress(&mut n, &update(nr::UpdateKind::NsffIds)),
+            Verdict::Consume
+        );
+        assert!(n.register_now);
     }
 
     #[test]
