@@ -20,7 +20,13 @@
 //!
 //! A sender transmits in *windows* (rounds): it cuts up to `cwnd` packets
 //! from its buffer, numbers them, writes the window's packet count in every
-//! packet's `window` field, sends them all and waits. The receiver knows the
+//! packet's `window` field, sends them all and waits. The end marker (an
+//! empty packet) does not count against `cwnd`: once the application has
+//! finished, it joins the window that carries the last data (up to
+//! `max_window` packets), so a small message is one window, not two. An
+//! application that knows its last data ([`Endpoint::send_last`]) gets the
+//! marker into that window; `send` then `finish` may already have started
+//! the window without it. The receiver knows the
 //! window `[base, base + window)` from any of its packets. When it holds the
 //! whole window and the application has room for it, it sends a NACK with
 //! count 0 ("the whole current window arrived"): the sender grows `cwnd` by
@@ -560,18 +566,18 @@ impl Endpoint {
     /// Queue as much of `data` as fits; returns how much that was (0 when the
     /// buffer is full: wait for [`Event::Writable`]).
     pub fn send(&mut self, now: Instant, txn: Txn, data: &[u8]) -> Result<usize, StreamError> {
-        let cap = self.cfg.send_buffer;
-        let c = self.txns.get_mut(&txn).ok_or(StreamError::UnknownTxn)?;
-        if c.send.fin != Fin::Open {
-            return Err(StreamError::Finished);
-        }
-        let n = data.len().min(cap.saturating_sub(c.send.buf.len()));
-        c.send.buf.extend(&data[..n]);
-        if n < data.len() {
-            c.send.blocked = true;
-        }
-        self.pump(now, txn);
-        Ok(n)
+        self.queue(now, txn, data, false)
+    }
+
+    /// [`Self::send`] the last data of our direction: if all of `data` fits,
+    /// the direction also ends after it, as if [`Self::finish`] followed.
+    /// Unlike `send` then `finish`, the end marker leaves in the same window
+    /// as the data instead of a window of its own a round trip later. An
+    /// application that knows its message is complete (HTTP framing) calls
+    /// this; when it returns less than `data.len()`, the direction is still
+    /// open and the rest goes in a later `send_last`.
+    pub fn send_last(&mut self, now: Instant, txn: Txn, data: &[u8]) -> Result<usize, StreamError> {
+        self.queue(now, txn, data, true)
     }
 
     /// End our direction after the queued data.
@@ -583,6 +589,32 @@ impl Endpoint {
         c.send.fin = Fin::Queued;
         self.pump(now, txn);
         Ok(())
+    }
+
+    /// Queue what fits of `data`; end the direction after it if `last` and
+    /// all of it fit. The window starts only after both, so the end marker
+    /// can join it.
+    fn queue(
+        &mut self,
+        now: Instant,
+        txn: Txn,
+        data: &[u8],
+        last: bool,
+    ) -> Result<usize, StreamError> {
+        let cap = self.cfg.send_buffer;
+        let c = self.txns.get_mut(&txn).ok_or(StreamError::UnknownTxn)?;
+        if c.send.fin != Fin::Open {
+            return Err(StreamError::Finished);
+        }
+        let n = data.len().min(cap.saturating_sub(c.send.buf.len()));
+        c.send.buf.extend(&data[..n]);
+        if n < data.len() {
+            c.send.blocked = true;
+        } else if last {
+            c.send.fin = Fin::Queued;
+        }
+        self.pump(now, txn);
+        Ok(n)
     }
 
     /// Read in-order data: `Some(n > 0)` octets, `Some(0)` at the end of the
@@ -1115,7 +1147,14 @@ impl Conn {
             chunks.push(s.buf.drain(..n).collect());
             seq += 1;
         }
-        let fin = has_fin && s.buf.is_empty() && chunks.len() < usize::from(s.cwnd);
+        // `cwnd` counts data packets. The end marker carries none: it joins
+        // the window of the last data even when that window is full, as long
+        // as the window stays within `max_window` (which every receiver
+        // accepts). A window of its own would cost the direction one more
+        // round trip, and a small HTTP message (one data packet at cwnd 1)
+        // would take two windows instead of one.
+        let data_packets = chunks.len();
+        let fin = has_fin && s.buf.is_empty() && data_packets < usize::from(cfg.max_window);
         if fin {
             chunks.push(Vec::new());
         }
@@ -1125,7 +1164,7 @@ impl Conn {
         }
         // At most max_window <= 256 packets.
         let w = chunks.len() as u16;
-        s.window_full = w >= s.cwnd;
+        s.window_full = data_packets >= usize::from(s.cwnd);
         s.window_started = now;
         s.window_resent = false;
         s.window_cut = false;
@@ -1489,7 +1528,11 @@ impl Receiver {
         self.highest = None;
         self.backoff = 0;
         self.repeats = 0;
-        self.timer_at = Some(now + TransportConfig::ms(cfg.reorder_ms));
+        // The repeat timer re-acks a window whose next one does not come.
+        // After the end marker none will: a lost count 0 is answered when
+        // the sender's RTO resends into the acknowledged window, so a
+        // finished direction needs no wake-up.
+        self.timer_at = (!self.finished).then(|| now + TransportConfig::ms(cfg.reorder_ms));
     }
 }
 

@@ -114,6 +114,13 @@ struct Net {
     b_events: Vec<Event>,
     /// Every packet put on the network, with its fate.
     log: Vec<(Dir, Transmit, Fate)>,
+    /// Both apps end their message with [`Endpoint::send_last`] (the end
+    /// marker joins the last data's window) instead of `send` then
+    /// `finish`.
+    last: bool,
+    /// A's and B's `send_last` took the whole message (their direction is
+    /// finished).
+    ended: (bool, bool),
 }
 
 impl Net {
@@ -142,6 +149,16 @@ impl Net {
             a_events: Vec::new(),
             b_events: Vec::new(),
             log: Vec::new(),
+            last: false,
+            ended: (false, false),
+        }
+    }
+
+    /// The same, both apps ending their messages with `send_last`.
+    fn with_last(cfg: &TransportConfig, request: Vec<u8>, fate: FateFn) -> Self {
+        Self {
+            last: true,
+            ..Self::new(cfg, request, fate)
         }
     }
 
@@ -155,12 +172,18 @@ impl Net {
         let now = self.now;
         let mut buf = vec![0; 65536];
         if let Some(txn) = self.txn {
-            if self.request_sent < self.request.len() {
-                if let Ok(n) = self.a.send(now, txn, &self.request[self.request_sent..]) {
+            let rest = &self.request[self.request_sent..];
+            if self.last && !self.ended.0 {
+                if let Ok(n) = self.a.send_last(now, txn, rest) {
+                    self.request_sent += n;
+                    self.ended.0 = n == rest.len();
+                }
+            } else if !rest.is_empty() {
+                if let Ok(n) = self.a.send(now, txn, rest) {
                     self.request_sent += n;
                 }
             }
-            if self.request_sent == self.request.len() {
+            if !self.last && self.request_sent == self.request.len() {
                 let _ = self.a.finish(now, txn);
             }
             while let Ok(Some(n)) = self.a.recv(now, txn, &mut buf) {
@@ -190,12 +213,18 @@ impl Net {
                 self.got_request.extend_from_slice(&buf[..n]);
             }
             if self.request_done {
-                if self.response_sent < self.response.len() {
-                    if let Ok(n) = self.b.send(now, txn, &self.response[self.response_sent..]) {
+                let rest = &self.response[self.response_sent..];
+                if self.last && !self.ended.1 {
+                    if let Ok(n) = self.b.send_last(now, txn, rest) {
+                        self.response_sent += n;
+                        self.ended.1 = n == rest.len();
+                    }
+                } else if !rest.is_empty() {
+                    if let Ok(n) = self.b.send(now, txn, rest) {
                         self.response_sent += n;
                     }
                 }
-                if self.response_sent == self.response.len() {
+                if !self.last && self.response_sent == self.response.len() {
                     let _ = self.b.finish(now, txn);
                 }
             }
@@ -398,7 +427,8 @@ fn open_data_end_trace() {
     assert_eq!(acks[0].path, p_ba());
     assert_eq!(nack_of(&acks[0]), Some(vec![]));
 
-    // cwnd 2: the rest in two packets.
+    // cwnd 2: the rest in two packets, and the end marker `finish` queued
+    // meanwhile joins them beyond cwnd (it carries no data): window 3.
     let now = now + Duration::from_millis(2);
     feed(&mut a, now, acks);
     assert_eq!(a.cwnd(txn), Some(2));
@@ -411,30 +441,22 @@ fn open_data_end_trace() {
     assert_eq!(
         seen,
         [
-            Some((1, 2, false, cfg().max_data(false))),
-            Some((2, 2, false, rest - cfg().max_data(false)))
+            Some((1, 3, false, cfg().max_data(false))),
+            Some((2, 3, false, rest - cfg().max_data(false))),
+            Some((3, 3, false, 0))
         ]
     );
-    feed(&mut b, now, out);
-    let acks = drain(&mut b);
-    assert_eq!(acks.iter().map(nack_of).collect::<Vec<_>>(), [Some(vec![])]);
-
-    // cwnd 3, only the end marker left: an empty packet, window 1.
-    let now = now + Duration::from_millis(2);
-    feed(&mut a, now, acks);
-    assert_eq!(a.cwnd(txn), Some(3));
-    let out = drain(&mut a);
-    let (r, d) = data_of(&out[0]).unwrap();
-    assert_eq!((out.len(), r.seq, r.window, d.len()), (1, 3, 1, 0));
     feed(&mut b, now, out);
     let mut buf = vec![0; 4000];
     assert_eq!(b.recv(now, txn, &mut buf), Ok(Some(3000)));
     assert_eq!(buf[..3000], req[..]);
     assert_eq!(b.recv(now, txn, &mut buf), Ok(Some(0)));
     assert_eq!(events(&mut b), [Event::Finished { txn }]);
-    // A window that was not full does not grow cwnd.
+    let acks = drain(&mut b);
+    assert_eq!(acks.iter().map(nack_of).collect::<Vec<_>>(), [Some(vec![])]);
+    // The window was full of data (2 of cwnd 2): cwnd grows.
     let now = now + Duration::from_millis(2);
-    feed(&mut a, now, drain(&mut b));
+    feed(&mut a, now, acks);
     assert_eq!(a.cwnd(txn), Some(3));
     assert_eq!(events(&mut a), [Event::Acked { txn }]);
 
@@ -502,6 +524,114 @@ fn small_transaction_completes() {
     n.check();
     assert_eq!(n.a.totals().retransmits, 0);
     assert_eq!(n.a.totals().rtos + n.b.totals().rtos, 0);
+}
+
+/// `send_last` of a small message: data and end marker in one window of 2
+/// at cwnd 1, one count-0 ack per direction; six packets in all, where
+/// `send` then `finish` takes eight (a window for each end marker).
+#[test]
+fn send_last_makes_a_small_transaction_one_window_each_way() {
+    let req = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n".to_vec();
+    let mut n = Net::with_last(&cfg(), req.clone(), deliver_all());
+    assert!(n.run(Duration::from_secs(5)));
+    n.check();
+    let resp_len = Net::answer(&req).len();
+    assert_eq!(
+        n.data_log(Dir::AtoB),
+        [(0, 2, req.len(), Fate::Deliver), (1, 2, 0, Fate::Deliver)]
+    );
+    assert_eq!(
+        n.data_log(Dir::BtoA),
+        [(0, 2, resp_len, Fate::Deliver), (1, 2, 0, Fate::Deliver)]
+    );
+    let acks = |d: Dir| {
+        n.log
+            .iter()
+            .filter(|(dir, t, _)| *dir == d && nack_of(t) == Some(vec![]))
+            .count()
+    };
+    assert_eq!((acks(Dir::AtoB), acks(Dir::BtoA)), (1, 1));
+    assert_eq!(n.log.len(), 6);
+
+    // The same with `send` then `finish`: each end marker a window later.
+    let mut old = Net::new(&cfg(), req, deliver_all());
+    assert!(old.run(Duration::from_secs(5)));
+    old.check();
+    assert_eq!(old.data_log(Dir::AtoB).len(), 2);
+    assert_eq!(old.log.len(), 8);
+}
+
+#[test]
+fn send_last_of_more_than_the_send_buffer_ends_after_the_rest() {
+    let cfg = TransportConfig {
+        send_buffer: 4000,
+        ..cfg()
+    };
+    let mut n = Net::with_last(&cfg, payload(20_000, 9), deliver_all());
+    assert!(n.run(Duration::from_secs(5)));
+    n.check();
+    // Exactly one end marker each way, at the end.
+    for dir in [Dir::AtoB, Dir::BtoA] {
+        let log = n.data_log(dir);
+        let ends: Vec<_> = log.iter().filter(|(_, _, len, _)| *len == 0).collect();
+        assert_eq!(ends.len(), 1, "{dir:?}: {log:?}");
+        assert_eq!(log.last().map(|l| l.2), Some(0));
+    }
+}
+
+#[test]
+fn lost_end_marker_sharing_the_window_recovered_both_ways() {
+    let mut lost = (false, false);
+    let mut n = Net::with_last(
+        &cfg(),
+        payload(300, 10),
+        Box::new(move |d, t| {
+            let end = data_of(t).is_some_and(|(r, data)| r.seq == 1 && data.is_empty());
+            let first = match d {
+                Dir::AtoB => &mut lost.0,
+                Dir::BtoA => &mut lost.1,
+            };
+            if end && !*first {
+                *first = true;
+                return Fate::Drop;
+            }
+            Fate::Deliver
+        }),
+    );
+    assert!(n.run(Duration::from_secs(5)));
+    n.check();
+    for dir in [Dir::AtoB, Dir::BtoA] {
+        let log = n.data_log(dir);
+        assert_eq!(log[1], (1, 2, 0, Fate::Drop), "{dir:?}: {log:?}");
+        assert!(log[2..].contains(&(1, 2, 0, Fate::Deliver)), "{log:?}");
+    }
+    // Recovered by the receivers' NACKs (reorder timer), not by RTOs.
+    assert_eq!(n.a.totals().rtos + n.b.totals().rtos, 0);
+}
+
+#[test]
+fn lost_data_before_its_end_marker_recovered_both_ways() {
+    // The request's OPEN packet: its end marker reaches a B that has no
+    // such transaction yet; A's RTO resends the OPEN packet.
+    let mut n = Net::with_last(&cfg(), payload(300, 11), drop_first(Dir::AtoB, 0));
+    assert!(n.run(Duration::from_secs(5)));
+    n.check();
+    assert_eq!(n.b.stats().unknown_txn, 1);
+    // The response's data: its end marker opens a gap A NACKs at once.
+    let mut n = Net::with_last(&cfg(), payload(300, 12), drop_first(Dir::BtoA, 0));
+    assert!(n.run(Duration::from_secs(5)));
+    n.check();
+    assert_eq!(n.b.totals().retransmits, 1);
+    assert_eq!(n.b.totals().rtos, 0);
+}
+
+#[test]
+fn lost_lone_end_marker_recovered() {
+    // `send` then `finish` of one packet: windows [0], [1 = end marker].
+    let mut n = Net::new(&cfg(), payload(300, 13), drop_first(Dir::AtoB, 1));
+    assert!(n.run(Duration::from_secs(5)));
+    n.check();
+    assert!(n.data_log(Dir::AtoB).contains(&(1, 1, 0, Fate::Drop)));
 }
 
 #[test]
@@ -608,11 +738,11 @@ fn a_slow_first_window_does_not_make_every_later_ack_look_stale() {
 #[test]
 fn lost_end_marker_recovered() {
     let len = cfg().max_data(true) + 2 * cfg().max_data(false);
-    // Windows: [0], [1, 2], [3 = end marker].
+    // Windows: [0], [1, 2, 3 = end marker].
     let mut n = Net::new(&cfg(), payload(len, 5), drop_first(Dir::AtoB, 3));
     assert!(n.run(Duration::from_secs(5)));
     n.check();
-    assert!(n.data_log(Dir::AtoB).contains(&(3, 1, 0, Fate::Drop)));
+    assert!(n.data_log(Dir::AtoB).contains(&(3, 3, 0, Fate::Drop)));
 }
 
 #[test]
@@ -967,9 +1097,15 @@ proptest! {
         late in 0u32..200,
         corrupt in 0u32..50,
         max_window in 1u16..32,
+        last in any::<bool>(),
     ) {
         let cfg = TransportConfig { max_window, max_retries: 30, ..cfg() };
-        let mut n = Net::new(&cfg, payload(len, salt), random_fates(seed, drop, dup, late, corrupt));
+        let fates = random_fates(seed, drop, dup, late, corrupt);
+        let mut n = if last {
+            Net::with_last(&cfg, payload(len, salt), fates)
+        } else {
+            Net::new(&cfg, payload(len, salt), fates)
+        };
         let ok = n.run(Duration::from_secs(3600)) || n.last_ack_lost();
         prop_assert!(ok, "did not complete: a {:?} b {:?}", n.a_events, n.b_events);
         n.check();
