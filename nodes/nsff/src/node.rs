@@ -1209,21 +1209,28 @@ impl Nsff {
             // Upstream.
             match c.up {
                 Up::Idle | Up::Resolving => {}
-                Up::Remote { txn, finished } => {
+                Up::Remote { txn, mut finished } => {
                     if !c.msg.is_empty() {
-                        if let Ok(n) = self.ep.send(cx.now, txn, &c.msg) {
+                        // A complete request takes its end marker along
+                        // (one window, not two: docs/bench.md).
+                        let last = c.msg_done;
+                        let sent = if last {
+                            self.ep.send_last(cx.now, txn, &c.msg)
+                        } else {
+                            self.ep.send(cx.now, txn, &c.msg)
+                        };
+                        if let Ok(n) = sent {
                             c.msg.drain(..n);
                             progress |= n > 0;
+                            finished |= last && c.msg.is_empty();
                         }
                     }
                     if c.msg_done && c.msg.is_empty() && !finished {
                         let _ = self.ep.finish(cx.now, txn);
-                        c.up = Up::Remote {
-                            txn,
-                            finished: true,
-                        };
+                        finished = true;
                         progress = true;
                     }
+                    c.up = Up::Remote { txn, finished };
                     let mut tmp = [0u8; CHUNK];
                     while c.wbuf.len() < BUF_HIGH {
                         match self.ep.recv(cx.now, txn, &mut tmp) {
@@ -1488,14 +1495,24 @@ impl Nsff {
         if let Some(ps) = cx.ports.get_mut(self.cfg.sf_port()) {
             any |= j.pump(&mut ps.sockets, cx.stats);
         }
+        let mut ended = false;
         if !j.resp.is_empty() {
-            if let Ok(n) = self.ep.send(cx.now, txn, &j.resp) {
+            // A complete response takes its end marker along (one window).
+            let sent = if j.resp_done {
+                self.ep.send_last(cx.now, txn, &j.resp)
+            } else {
+                self.ep.send(cx.now, txn, &j.resp)
+            };
+            if let Ok(n) = sent {
                 j.resp.drain(..n);
                 any |= n > 0;
+                ended = j.resp_done && j.resp.is_empty();
             }
         }
         if j.resp_done && j.resp.is_empty() && !e.finished {
-            let _ = self.ep.finish(cx.now, txn);
+            if !ended {
+                let _ = self.ep.finish(cx.now, txn);
+            }
             e.finished = true;
             cx.stats.bump("nsff.egress_responses");
             self.remove_job(cx, jid);

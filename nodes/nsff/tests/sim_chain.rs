@@ -335,6 +335,49 @@ fn one_mebibyte_get_at_10_percent_loss_verified() {
     assert_eq!(r["body_bytes"], 2 * 1_048_576, "{r:#}");
 }
 
+/// What a small keep-alive request costs on the fabric: the request with its
+/// end marker in one window, its count-0 ack, the response with its end
+/// marker in one window, its ack: six transport frames, nothing resent. With
+/// each end marker in a window of its own it took eight, plus the probes of
+/// acks that looked stale (8.6 per request on the TAP bench; see
+/// `docs/bench.md`, "Round trips per request").
+#[test]
+fn a_keep_alive_request_costs_six_fabric_frames() {
+    const N: u64 = 10;
+    let mut w = world(7, 0.0);
+    let r = job(
+        &mut w,
+        "get http://NSFF1/bytes/1024 --requests 10 --concurrency 1 --verify \
+         --host www.example2.com --timeout-ms 60000",
+    );
+    assert_eq!(r["ok"], N, "{r:#}");
+    assert_eq!(r["body_bytes"], N * 1024, "{r:#}");
+    let n1 = w.sim.node(w.nsff1);
+    let n2 = w.sim.node(w.nsff2);
+    // One client connection, one transaction per request, all closed.
+    assert_eq!(n1.stats().get("nsff.clients_accepted"), 1);
+    assert_eq!(n1.role().endpoint().stats().opened, N);
+    assert_eq!(n1.stats().get("nsff.responses_remote"), N);
+    assert_eq!(n1.role().endpoint().stats().completed, N);
+    assert_eq!(n2.role().endpoint().stats().completed, N);
+    let t1 = n1.role().endpoint().totals();
+    let t2 = n2.role().endpoint().totals();
+    let frames = |t: &svcroute_nsff::transport::TxnStats| {
+        t.data_out + t.retransmits + t.rto_retransmits + t.acks_out + t.nacks_out
+    };
+    // Per side: a data packet and the end marker per request, one ack for
+    // the other's window, nothing else.
+    for (name, t) in [("nsff1", &t1), ("nsff2", &t2)] {
+        assert_eq!(
+            (t.data_out, t.acks_out, t.nacks_out),
+            (2 * N, N, 0),
+            "{name}: {t:?}"
+        );
+        assert_eq!(t.retransmits + t.rto_retransmits, 0, "{name}: {t:?}");
+    }
+    assert_eq!(frames(&t1) + frames(&t2), 6 * N);
+}
+
 #[test]
 fn local_name_goes_to_the_local_sf() {
     let mut w = world(3, 0.0);
