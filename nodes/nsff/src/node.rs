@@ -341,8 +341,13 @@ enum Up {
     Idle,
     /// Head seen, name being resolved.
     Resolving,
-    /// Over a transaction.
-    Remote { txn: Txn, finished: bool },
+    /// Over a transaction. `finished`: the request has ended there;
+    /// `final_head`: the final (not 1xx) response head has arrived.
+    Remote {
+        txn: Txn,
+        finished: bool,
+        final_head: bool,
+    },
     /// To a local SF job (or a canned answer).
     Local { job: u64 },
 }
@@ -447,6 +452,11 @@ pub struct Nsff {
     next_job: u64,
     egress: BTreeMap<Txn, Egress>,
     txn_client: BTreeMap<Txn, u64>,
+    /// Transactions whose response a client already has in full by its
+    /// HTTP framing while their end marker is still on the way: drained
+    /// here so that they close, without holding up the client's next
+    /// request.
+    detached: std::collections::BTreeSet<Txn>,
     next_register: Option<Instant>,
     register_now: bool,
     /// The gap before the next registration round, ms.
@@ -512,6 +522,7 @@ impl Nsff {
             next_job: 1,
             egress: BTreeMap::new(),
             txn_client: BTreeMap::new(),
+            detached: std::collections::BTreeSet::new(),
             next_register: None,
             register_now: true,
             register_gap_ms: REGISTER_FIRST_GAP_MS,
@@ -1097,6 +1108,7 @@ impl Nsff {
                 c.up = Up::Remote {
                     txn,
                     finished: false,
+                    final_head: false,
                 };
             }
             Err(_) => {
@@ -1209,7 +1221,11 @@ impl Nsff {
             // Upstream.
             match c.up {
                 Up::Idle | Up::Resolving => {}
-                Up::Remote { txn, mut finished } => {
+                Up::Remote {
+                    txn,
+                    mut finished,
+                    mut final_head,
+                } => {
                     if !c.msg.is_empty() {
                         // A complete request takes its end marker along
                         // (one window, not two: docs/bench.md).
@@ -1230,7 +1246,11 @@ impl Nsff {
                         finished = true;
                         progress = true;
                     }
-                    c.up = Up::Remote { txn, finished };
+                    c.up = Up::Remote {
+                        txn,
+                        finished,
+                        final_head,
+                    };
                     let mut tmp = [0u8; CHUNK];
                     while c.wbuf.len() < BUF_HIGH {
                         match self.ep.recv(cx.now, txn, &mut tmp) {
@@ -1245,10 +1265,30 @@ impl Nsff {
                             }
                             Ok(Some(n)) => {
                                 c.wbuf.extend_from_slice(&tmp[..n]);
-                                if watch_response(&mut c.rdec, &tmp[..n]) {
-                                    c.close_after = true;
-                                }
+                                let w = watch_response(&mut c.rdec, &mut final_head, &tmp[..n]);
+                                c.close_after |= w.close;
                                 progress = true;
+                                if w.complete && finished {
+                                    // The client has the whole response:
+                                    // its next request need not wait for
+                                    // the end marker (docs/nsff.md).
+                                    cx.stats.bump("nsff.responses_remote");
+                                    self.txn_client.remove(&txn);
+                                    self.detached.insert(txn);
+                                    self.drain_detached(cx, txn);
+                                    if self.detached.contains(&txn) {
+                                        cx.stats.bump("nsff.responses_before_end");
+                                    }
+                                    c.up = Up::Idle;
+                                    c.msg_done = false;
+                                    c.rdec = ResponseDecoder::new(streaming());
+                                    break;
+                                }
+                                c.up = Up::Remote {
+                                    txn,
+                                    finished,
+                                    final_head,
+                                };
                             }
                             Ok(None) => break,
                             Err(_) => {
@@ -1344,6 +1384,23 @@ impl Nsff {
         }
         let gone = matches!(s.state(), tcp::State::Closed | tcp::State::TimeWait);
         (any, !gone)
+    }
+
+    /// Read a detached transaction (its client has the whole response) up
+    /// to its end marker, so that it closes; forget it then, or when it
+    /// failed. Bytes after the response's framing are dropped and counted.
+    fn drain_detached(&mut self, cx: &mut Context<'_>, txn: Txn) {
+        let mut tmp = [0u8; 512];
+        loop {
+            match self.ep.recv(cx.now, txn, &mut tmp) {
+                Ok(Some(0)) | Err(_) => {
+                    self.detached.remove(&txn);
+                    return;
+                }
+                Ok(Some(n)) => cx.stats.add("nsff.bytes_after_response", n as u64),
+                Ok(None) => return,
+            }
+        }
     }
 
     fn drop_client(&mut self, cx: &mut Context<'_>, c: Client) {
@@ -1553,9 +1610,15 @@ impl Nsff {
                         }
                     }
                 }
+                Event::Readable { txn } | Event::Finished { txn }
+                    if self.detached.contains(&txn) =>
+                {
+                    self.drain_detached(cx, txn);
+                }
                 Event::Failed { txn, reason } => {
                     cx.stats
                         .bump(&format!("nsff.txns_failed_{}", reason.as_str()));
+                    self.detached.remove(&txn);
                     if let Some(e) = self.egress.remove(&txn) {
                         if let Some(j) = e.job {
                             self.remove_job(cx, j);
@@ -2090,27 +2153,48 @@ fn streaming() -> Limits {
 
 /// Feed response bytes to `dec` to see its final head: whether the client
 /// connection must close after the response (it says `Connection: close`,
-/// its body ends by close, or it is broken).
-fn watch_response(dec: &mut ResponseDecoder, mut bytes: &[u8]) -> bool {
-    let mut close = false;
-    while !bytes.is_empty() {
-        match dec.decode(bytes) {
-            Ok((n, ev)) => {
-                if let Decoded::Head(h) = &ev {
-                    let interim = (100..200).contains(&h.status) && h.status != 101;
-                    if !interim && (!h.keep_alive() || dec.framing() == Some(Framing::UntilClose)) {
-                        close = true;
-                    }
+/// its body ends by close, or it is broken), and whether the final response
+/// is complete by its own framing. `final_head` carries between calls that
+/// the final (not 1xx) head has been seen.
+fn watch_response(dec: &mut ResponseDecoder, final_head: &mut bool, mut bytes: &[u8]) -> Watched {
+    let mut w = Watched::default();
+    loop {
+        let Ok((n, ev)) = dec.decode(bytes) else {
+            w.close = true;
+            return w;
+        };
+        match &ev {
+            Decoded::Head(h) => {
+                let interim = (100..200).contains(&h.status) && h.status != 101;
+                if !interim && (!h.keep_alive() || dec.framing() == Some(Framing::UntilClose)) {
+                    w.close = true;
                 }
-                if n == 0 {
-                    break;
-                }
-                bytes = &bytes[n..];
+                // 101 hands the connection over: never "complete".
+                *final_head = !interim && h.status != 101;
             }
-            Err(_) => return true,
+            Decoded::End if *final_head => {
+                *final_head = false;
+                w.complete = true;
+            }
+            _ => {}
+        }
+        bytes = &bytes[n..];
+        // `End` may come after the last body byte, consuming nothing: ask
+        // once more; `NeedMore` says everything was seen.
+        let ended = matches!(ev, Decoded::End);
+        if matches!(ev, Decoded::NeedMore) || n == 0 && !ended {
+            return w;
         }
     }
-    close
+}
+
+/// What [`watch_response`] saw in a remote response's bytes.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Watched {
+    /// The client connection must close after this response.
+    close: bool,
+    /// The final response ended, by its own framing.
+    complete: bool,
 }
 
 /// Replace the absolute-form `target` in the request line at the start of
@@ -2604,7 +2688,9 @@ mod tests {
 
     #[test]
     fn watched_responses_say_when_the_client_must_close() {
-        let w = |b: &[u8]| watch_response(&mut ResponseDecoder::new(Limits::default()), b);
+        let w = |b: &[u8]| {
+            watch_response(&mut ResponseDecoder::new(Limits::default()), &mut false, b).close
+        };
         assert!(!w(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"));
         assert!(w(
             b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok"
@@ -2619,10 +2705,46 @@ mod tests {
         let r = b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok";
         for cut in 0..r.len() {
             let mut d = ResponseDecoder::new(Limits::default());
-            let a = watch_response(&mut d, &r[..cut]);
-            let b = watch_response(&mut d, &r[cut..]);
-            assert!(a || b, "cut {cut}");
+            let mut f = false;
+            let a = watch_response(&mut d, &mut f, &r[..cut]);
+            let b = watch_response(&mut d, &mut f, &r[cut..]);
+            assert!(a.close || b.close, "cut {cut}");
+            assert!(!a.complete && b.complete, "cut {cut}");
         }
+    }
+
+    #[test]
+    fn watched_responses_say_when_they_are_complete() {
+        let w = |parts: &[&[u8]]| {
+            let mut d = ResponseDecoder::new(Limits::default());
+            let mut f = false;
+            parts
+                .iter()
+                .map(|p| watch_response(&mut d, &mut f, p).complete)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            w(&[b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nok", b"ok"]),
+            [false, true]
+        );
+        assert_eq!(
+            w(&[b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n"]),
+            [true]
+        );
+        // An interim response is not the answer.
+        assert_eq!(
+            w(&[
+                b"HTTP/1.1 100 Continue\r\n\r\n",
+                b"HTTP/1.1 204 No Content\r\n\r\n"
+            ]),
+            [false, true]
+        );
+        // A body delimited by close ends only with the transaction.
+        assert_eq!(w(&[b"HTTP/1.1 200 OK\r\n\r\nuntil close"]), [false]);
+        assert_eq!(
+            w(&[b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n\r\n"]),
+            [false]
+        );
     }
 
     #[test]

@@ -378,6 +378,27 @@ fn a_keep_alive_request_costs_six_fabric_frames() {
     assert_eq!(frames(&t1) + frames(&t2), 6 * N);
 }
 
+/// At 10 % loss (seed 2) one response's end marker is lost after its data
+/// arrived: nSFF1 answers the client by the response's own framing, takes
+/// the next request, and still reads the transaction to its end so that it
+/// closes (every request verified by the client).
+#[test]
+fn a_response_complete_by_its_framing_does_not_wait_for_its_end_marker() {
+    let mut w = world(2, 0.10);
+    let r = job(&mut w, REMOTE);
+    assert_eq!(r["ok"], 20, "{r:#}");
+    let n1 = w.sim.node(w.nsff1);
+    assert!(n1.stats().get("nsff.responses_before_end") >= 1);
+    assert_eq!(n1.stats().get("nsff.responses_remote"), 20);
+    assert_eq!(n1.stats().get("nsff.bytes_after_response"), 0);
+    // Detached or not, every transaction completed at both ends.
+    let e1 = n1.role().endpoint().stats();
+    let e2 = w.sim.node(w.nsff2).role().endpoint().stats();
+    assert_eq!((e1.completed, e1.failed), (20, 0));
+    assert_eq!((e2.completed, e2.failed), (20, 0));
+    assert_eq!(n1.role().endpoint().active(), 0);
+}
+
 #[test]
 fn local_name_goes_to_the_local_sf() {
     let mut w = world(3, 0.0);
