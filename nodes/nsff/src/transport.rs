@@ -20,13 +20,7 @@
 //!
 //! A sender transmits in *windows* (rounds): it cuts up to `cwnd` packets
 //! from its buffer, numbers them, writes the window's packet count in every
-//! packet's `window` field, sends them all and waits. The end marker (an
-//! empty packet) does not count against `cwnd`: once the application has
-//! finished, it joins the window that carries the last data (up to
-//! `max_window` packets), so a small message is one window, not two. An
-//! application that knows its last data ([`Endpoint::send_last`]) gets the
-//! marker into that window; `send` then `finish` may already have started
-//! the window without it. The receiver knows the
+//! packet's `window` field, sends them all and waits. The receiver knows the
 //! window `[base, base + window)` from any of its packets. When it holds the
 //! whole window and the application has room for it, it sends a NACK with
 //! count 0 ("the whole current window arrived"): the sender grows `cwnd` by
@@ -34,6 +28,13 @@
 //! window. Missing packets are NACKed at once when a gap appears and again
 //! on the reorder timer; the sender retransmits them and halves `cwnd` (once
 //! per window, min 1).
+//!
+//! The end marker (an empty packet) does not count against `cwnd`: once the
+//! application has finished, it joins the window that carries the last data
+//! (up to `max_window` packets), so a small message is one window, not two.
+//! An application that knows its last data ([`Endpoint::send_last`]) gets
+//! the marker into that window; `send` then `finish` may already have
+//! started the window without it.
 //!
 //! A NACK naming exactly the first sequence number *after* the sender's
 //! current window is a cumulative acknowledgement (the receiver's "I expect
