@@ -9,7 +9,7 @@
 //!
 //! ```text
 //!  client ──SYN [fd00:99::7]:80──▶ client port (any_ip) ─▶ Interceptor::filter
-//!                                        │ ours / multicast ─────────▶ smoltcp (as before)
+//!                                        │ ours / our groups ────────▶ smoltcp (as before)
 //!                                        │ foreign, in scope, TCP :80/:443 ─▶ smoltcp: the
 //!                                        │     listener (addr None) answers as fd00:99::7
 //!                                        └ anything else foreign ──▶ dropped, counted
@@ -41,7 +41,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use smoltcp::wire::{
     ArpPacket, ArpRepr, EthernetAddress, EthernetFrame, EthernetProtocol, Icmpv6Message,
     Icmpv6Packet, IpAddress, IpCidr, IpProtocol, Ipv4Address, Ipv4Cidr, Ipv4Packet, Ipv6Address,
-    Ipv6Cidr, Ipv6Packet, TcpPacket,
+    Ipv6Cidr, Ipv6Packet, TcpPacket, IPV6_LINK_LOCAL_ALL_NODES,
 };
 
 /// The `transparent` key of `[nsff]`: which destinations that are not the
@@ -152,6 +152,35 @@ fn is_unicast(a: IpAddress) -> bool {
     }
 }
 
+/// `ff02::1:ffXX:XXXX`, the solicited-node group of `a` (RFC 4291 §2.7.1).
+fn solicited_node(a: Ipv6Address) -> Ipv6Address {
+    let o = a.octets();
+    let mut g = [0u8; 16];
+    g[..2].copy_from_slice(&[0xff, 0x02]);
+    g[11..13].copy_from_slice(&[0x01, 0xff]);
+    g[13..].copy_from_slice(&o[13..]);
+    Ipv6Address::from(g)
+}
+
+/// Skip IPv6 extension headers (Hop-by-Hop, Routing, Destination
+/// Options; at most 8) to the upper-layer protocol and its octets. A
+/// Fragment header ends the walk (only a first fragment would show the
+/// upper layer, and smoltcp does not reassemble). `None`: a header runs
+/// past the packet, or too many.
+fn upper_layer(mut next: IpProtocol, mut rest: &[u8]) -> Option<(IpProtocol, &[u8])> {
+    for _ in 0..8 {
+        match next {
+            IpProtocol::HopByHop | IpProtocol::Ipv6Route | IpProtocol::Ipv6Opts => {
+                let len = (usize::from(*rest.get(1)?) + 1) * 8;
+                next = IpProtocol::from(*rest.first()?);
+                rest = rest.get(len..)?;
+            }
+            _ => return Some((next, rest)),
+        }
+    }
+    None
+}
+
 impl Serialize for TransparentConfig {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self {
@@ -198,7 +227,7 @@ impl<'de> Deserialize<'de> for TransparentConfig {
 /// What [`Interceptor::filter`] decided about a frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Filter {
-    /// Not for a foreign address (ours, multicast, broadcast, ARP or NDP
+    /// Not for a foreign address (ours, our groups, broadcast, ARP or NDP
     /// about us): smoltcp sees it as it would without interception.
     Ours,
     /// TCP to an intercepted port of an intercepted foreign destination:
@@ -286,8 +315,11 @@ impl Interceptor {
             return Filter::Drop("nsff_transparent_malformed");
         };
         let dst = ip.dst_addr();
-        if self.is_own(dst.into()) || !is_unicast(dst.into()) || self.is_subnet_broadcast(dst) {
+        if self.is_own(dst.into()) || self.is_subnet_broadcast(dst) {
             return Filter::Ours;
+        }
+        if !is_unicast(dst.into()) {
+            return self.group(dst.into());
         }
         if ip.more_frags() || ip.frag_offset() != 0 {
             // Only a first fragment holds the ports.
@@ -300,26 +332,30 @@ impl Interceptor {
         let Ok(ip) = Ipv6Packet::new_checked(payload) else {
             return Filter::Drop("nsff_transparent_malformed");
         };
-        if ip.next_header() == IpProtocol::Icmpv6 {
-            // smoltcp answers a solicitation sent to any of our (solicited-
-            // node or unicast) addresses, and with any_ip for every target.
-            if let Ok(icmp) = Icmpv6Packet::new_checked(ip.payload()) {
+        // smoltcp answers a solicitation sent to any of our (solicited-
+        // node or unicast) addresses, and with any_ip for every target. It
+        // reads past a Hop-by-Hop header to find one, so look past
+        // extension headers too.
+        let Some((upper, l4)) = upper_layer(ip.next_header(), ip.payload()) else {
+            return Filter::Drop("nsff_transparent_malformed");
+        };
+        let dst = ip.dst_addr();
+        if upper == IpProtocol::Icmpv6 {
+            if let Ok(icmp) = Icmpv6Packet::new_checked(l4) {
                 if icmp.msg_type() == Icmpv6Message::NeighborSolicit {
-                    let target = ip
-                        .payload()
-                        .get(8..24)
-                        .and_then(|t| <[u8; 16]>::try_from(t).ok());
+                    let target = l4.get(8..24).and_then(|t| <[u8; 16]>::try_from(t).ok());
                     return match target {
-                        Some(t) if self.is_own(Ipv6Address::from(t).into()) => Filter::Ours,
+                        Some(t) if self.is_own(Ipv6Address::from(t).into()) => {
+                            self.ours_or_group(dst.into())
+                        }
                         Some(_) => Filter::Drop("nsff_transparent_ns_not_ours"),
                         None => Filter::Drop("nsff_transparent_malformed"),
                     };
                 }
             }
         }
-        let dst = ip.dst_addr();
         if self.is_own(dst.into()) || !is_unicast(dst.into()) {
-            return Filter::Ours;
+            return self.ours_or_group(dst.into());
         }
         self.foreign(dst_mac, dst.into(), ip.next_header(), ip.payload())
     }
@@ -349,6 +385,39 @@ impl Interceptor {
             return Filter::Drop("nsff_transparent_port");
         }
         Filter::Intercept
+    }
+
+    /// Ours for our own address; else [`Self::group`].
+    fn ours_or_group(&self, dst: IpAddress) -> Filter {
+        if self.is_own(dst) {
+            Filter::Ours
+        } else {
+            self.group(dst)
+        }
+    }
+
+    /// A packet to a multicast (or the broadcast) address: ours only for
+    /// the groups smoltcp takes without `any_ip` (the node joins no
+    /// others): 255.255.255.255, all-systems 224.0.0.1, all-nodes ff02::1
+    /// and the solicited-node groups of our IPv6 addresses. With `any_ip`
+    /// smoltcp would take *every* group, answer a TCP SYN to one from the
+    /// group's address and send ICMP errors for the rest.
+    fn group(&self, dst: IpAddress) -> Filter {
+        let ours = match dst {
+            IpAddress::Ipv4(a) => a.is_broadcast() || a == Ipv4Address::new(224, 0, 0, 1),
+            IpAddress::Ipv6(a) => {
+                a == IPV6_LINK_LOCAL_ALL_NODES
+                    || self.own.iter().any(|c| match c.address() {
+                        IpAddress::Ipv6(o) => a == solicited_node(o),
+                        IpAddress::Ipv4(_) => false,
+                    })
+            }
+        };
+        if ours {
+            Filter::Ours
+        } else {
+            Filter::Drop("nsff_transparent_group_not_ours")
+        }
     }
 
     fn is_subnet_broadcast(&self, dst: Ipv4Address) -> bool {
@@ -487,14 +556,6 @@ mod tests {
         ethernet(EthernetAddress::BROADCAST, EthernetProtocol::Arp, &buf)
     }
 
-    /// ff02::1:ffXX:XXXX (RFC 4291 §2.7.1).
-    fn solicited_node(a: Ipv6Address) -> Ipv6Address {
-        let o = a.octets();
-        let mut b = [0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x01, 0xff, 0, 0, 0];
-        b[13..].copy_from_slice(&o[13..]);
-        Ipv6Address::from(b)
-    }
-
     fn v6(s: &str) -> IpAddress {
         IpAddress::Ipv6(s.parse().unwrap())
     }
@@ -575,6 +636,64 @@ mod tests {
         };
         let f = icmpv6("fd00:99::7".parse().unwrap(), &echo);
         assert_eq!(i.filter(&f), Filter::Drop("nsff_transparent_not_tcp"));
+    }
+
+    #[test]
+    fn a_solicitation_behind_a_hop_by_hop_header_is_still_checked() {
+        let i = interceptor(Scope::Any);
+        let theirs = Ipv6Address::new(0xfd00, 1, 0, 0, 0, 0, 0xabcd, 0x10);
+        let ns = Icmpv6Repr::Ndisc(NdiscRepr::NeighborSolicit {
+            target_addr: theirs,
+            lladdr: None,
+        });
+        let plain = icmpv6(solicited_node(theirs), &ns);
+        // Insert Hop-by-Hop (next header ICMPv6, PadN) before the ICMPv6
+        // message; its checksum does not change.
+        let mut f = plain[..14 + 40].to_vec();
+        f.extend_from_slice(&[58, 0, 1, 4, 0, 0, 0, 0]);
+        f.extend_from_slice(&plain[14 + 40..]);
+        f[14 + 6] = 0; // next header: Hop-by-Hop
+        let len = u16::from_be_bytes([f[14 + 4], f[14 + 5]]) + 8;
+        f[14 + 4..14 + 6].copy_from_slice(&len.to_be_bytes());
+        // smoltcp would answer it for `theirs` with our MAC.
+        assert_eq!(i.filter(&f), Filter::Drop("nsff_transparent_ns_not_ours"));
+        // Our own target, but to another node's group: smoltcp without
+        // any_ip would not take it either.
+        let ours = Ipv6Address::new(0xfd00, 1, 0, 0, 0, 0, 0, 1);
+        let ns_ours = Icmpv6Repr::Ndisc(NdiscRepr::NeighborSolicit {
+            target_addr: ours,
+            lladdr: None,
+        });
+        let f2 = icmpv6(solicited_node(theirs), &ns_ours);
+        assert_eq!(
+            i.filter(&f2),
+            Filter::Drop("nsff_transparent_group_not_ours")
+        );
+        // A header that runs past the packet.
+        f[14 + 40 + 1] = 9;
+        assert_eq!(i.filter(&f), Filter::Drop("nsff_transparent_malformed"));
+    }
+
+    #[test]
+    fn only_the_groups_smoltcp_takes_without_any_ip_are_ours() {
+        let i = interceptor(Scope::Any);
+        for dst in ["ff02::1", "ff02::1:ff00:1"] {
+            assert_eq!(i.filter(&syn(OUR_MAC, v6(dst), 80)), Filter::Ours, "{dst}");
+        }
+        for dst in ["255.255.255.255", "224.0.0.1", "10.0.1.255"] {
+            assert_eq!(i.filter(&syn(OUR_MAC, v4(dst), 80)), Filter::Ours, "{dst}");
+        }
+        // With any_ip smoltcp would take every group: a SYN-ACK from
+        // ff05::1234, port unreachables for mDNS.
+        for dst in [
+            v6("ff05::1234"),
+            v6("ff02::fb"),
+            v6("ff02::1:ff00:2"),
+            v4("239.1.1.1"),
+        ] {
+            let f = i.filter(&syn(OUR_MAC, dst, 80));
+            assert_eq!(f, Filter::Drop("nsff_transparent_group_not_ours"), "{dst}");
+        }
     }
 
     #[test]
