@@ -29,6 +29,8 @@
 //!   nothing fits.
 //! - [`rest`]: local SF registration over REST on `sf_port`
 //!   (`POST /sf`, `DELETE /sf/<fqdn>`, `GET /sf`; `sf_rest_port` 8080).
+//! - [`health`]: when a local SF is up or down, from probes and from the
+//!   exchanges proxied to it.
 //! - [`transparent`]: transparent interception on the client port: TCP to
 //!   `http_port`/`https_port` of *any* destination routed through the
 //!   nSFF is terminated as that destination (`transparent` key; smoltcp
@@ -42,6 +44,7 @@
 pub mod cache;
 pub mod classic;
 pub mod config;
+pub mod health;
 pub mod node;
 mod relay;
 pub mod rest;
