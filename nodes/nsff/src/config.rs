@@ -1,6 +1,7 @@
 //! The `[nsff]` section of a node file.
 
 use std::net::IpAddr;
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 use svcroute_stack::wire::gff::PathId;
@@ -116,6 +117,12 @@ pub struct NsffConfig {
     pub sf_rest_port: u16,
     /// Most local SFs, config and REST together. Default 256.
     pub max_sfs: usize,
+    /// SFs registered over REST are kept in this file and registered again
+    /// at start (see [`crate::store`]). Default: none (in memory only);
+    /// `svcroute run --state-dir DIR` (a lab always passes one) makes it
+    /// `DIR/sfs.json`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state_file: Option<PathBuf>,
     /// Requests with neither an `NSH` header nor a matching classifier
     /// rule are answered 421 (else routed by their own name). Default
     /// false.
@@ -156,6 +163,7 @@ impl Default for NsffConfig {
             sf: Vec::new(),
             sf_rest_port: 8080,
             max_sfs: 256,
+            state_file: None,
             sfc_required: false,
             classifier: Vec::new(),
             transport: TransportConfig::default(),
@@ -216,6 +224,9 @@ pub enum ConfigError {
     /// A bad `transparent` value, or nothing to intercept.
     #[error("nsff.transparent: {0}")]
     Transparent(String),
+    /// The state file could not be read, or is not valid.
+    #[error("nsff.state_file: {0}")]
+    StateFile(String),
     /// A classic SFF setting out of range.
     #[error(
         "nsff.classic.{0}: out of range (mtu 1280..=65535, max_pending and \

@@ -28,7 +28,8 @@
 //!   or `http-service` next hop decides where the request goes, 421 when
 //!   nothing fits.
 //! - [`rest`]: local SF registration over REST on `sf_port`
-//!   (`POST /sf`, `DELETE /sf/<fqdn>`, `GET /sf`; `sf_rest_port` 8080).
+//!   (`POST /sf`, `DELETE /sf/<fqdn>`, `GET /sf`; `sf_rest_port` 8080);
+//!   [`store`] keeps those SFs in `state_file` across restarts.
 //! - [`health`]: when a local SF is up or down, from probes and from the
 //!   exchanges proxied to it.
 //! - [`transparent`]: transparent interception on the client port: TCP to
@@ -49,6 +50,7 @@ pub mod node;
 mod relay;
 pub mod rest;
 pub mod sfc;
+pub mod store;
 pub mod tls;
 pub mod transparent;
 pub mod transport;
