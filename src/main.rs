@@ -58,7 +58,9 @@ enum Cmd {
         #[arg(long)]
         ctl: Option<PathBuf>,
         /// Directory of the node's durable state, for roles that keep one
-        /// (mda: its write-ahead log) [default: /var/lib/svcroute/<name>].
+        /// (mda: its write-ahead log [default: /var/lib/svcroute/<name>];
+        /// nsff: its REST-registered SFs in sfs.json, only if given and
+        /// no `state_file` is set).
         #[arg(long)]
         state_dir: Option<PathBuf>,
     },
@@ -315,7 +317,14 @@ fn run(
         }
         RoleName::Nsff => {
             let f: config::NsffFile = config::load(path)?;
-            let role = svcroute_nsff::Nsff::new(f.nsff.clone())
+            let mut cfg = f.nsff.clone();
+            // REST-registered SFs persist in the state directory, when one
+            // is given (a lab always gives one), unless `state_file` says
+            // where.
+            if cfg.state_file.is_none() {
+                cfg.state_file = state_dir.map(|d| d.join("sfs.json"));
+            }
+            let role = svcroute_nsff::Nsff::new(cfg)
                 .map_err(|e| anyhow::anyhow!("{}: [nsff]: {e}", path.display()))?;
             run_node(&f, role, pcap, ctl)
         }

@@ -21,7 +21,6 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 
 use serde_json::Value;
@@ -29,64 +28,13 @@ use serde_json::Value;
 use common::chain::{
     counter, counters, curl, lab_file, link_set, wait_names, wait_ok, Opts, TempDir, CHAIN,
 };
-use common::{alive, lab_name, root_or_skip, run_bounded, text, wait_until, Lab, BIN};
+use common::{kill9, lab_name, pid_of, restart, root_or_skip, text, wait_until, Lab};
 
 /// One lab of this file at a time.
 static LABS: Mutex<()> = Mutex::new(());
 
 fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     LABS.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn pid_of(lab: &Lab, node: &str) -> u64 {
-    lab.ctl(node, &["ping"])["pid"]
-        .as_u64()
-        .expect("ping has a pid")
-}
-
-fn kill9(pid: u64) {
-    let out = run_bounded(10, "kill", &["-KILL", &pid.to_string()]);
-    assert!(out.status.success(), "kill -KILL {pid}: {}", text(&out));
-    assert!(wait_until(10, || !alive(pid)), "pid {pid} survived SIGKILL");
-}
-
-/// Start `node` (role `role`) again in the lab namespace, as `lab up`
-/// does, on the same node file; wait until it answers ready. `lab down`
-/// stops it; the caller reaps it.
-fn restart(lab: &Lab, node: &str, role: &str) -> Child {
-    let dir = lab.run_dir();
-    let log = std::fs::File::create(dir.join(format!("{node}.restart.log"))).unwrap();
-    let netns = lab.netns();
-    let child = std::os::unix::process::CommandExt::process_group(
-        Command::new("ip")
-            .args(["netns", "exec", &netns, BIN, "run", role, "-c"])
-            .arg(dir.join(format!("{node}.toml")))
-            .arg("--ctl")
-            .arg(dir.join(format!("{node}.sock")))
-            .arg("--state-dir")
-            .arg(dir.join(format!("{node}.state")))
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log),
-        0,
-    )
-    .spawn()
-    .unwrap();
-    let pid = u64::from(child.id());
-    let sock = lab.sock(node);
-    assert!(
-        wait_until(20, || {
-            Command::new(BIN)
-                .args(["ctl", "--json", &sock, "ping"])
-                .output()
-                .is_ok_and(|o| {
-                    let v: Value = serde_json::from_slice(&o.stdout).unwrap_or(Value::Null);
-                    v["ready"] == true && v["pid"].as_u64() == Some(pid)
-                })
-        }),
-        "{node} did not come back (pid {pid})"
-    );
-    child
 }
 
 /// Every node of the lab answers ready with the pid it had in `pids`.

@@ -19,12 +19,13 @@
 //! request gets 421; `www.chain.example` is carried to the row's name;
 //! `relay`, an NSH-aware SF registered over REST, sends what it gets back
 //! to nSFF1's SF-facing address with the SI one less, and the chain goes
-//! on to `sf2`.
+//! on to `sf2`. Then nSFF1 is killed and restarted: both REST SFs come
+//! back from its state file, and `kern` answers by name.
 
 mod common;
 
 use common::chain::{counters, curl, lab_file, nr_names, wait_names, Opts, TempDir};
-use common::{have, lab_name, root_or_skip, wait_until, Lab};
+use common::{have, kill9, lab_name, pid_of, restart, root_or_skip, wait_until, Lab};
 
 /// `sf.py ADDR`: answer with the `NSH` header and `Host` seen.
 /// `sf.py ADDR relay`: an NSH-aware SF that sends each request back to
@@ -317,5 +318,66 @@ addrs = ["10.0.3.30/24"]
         assert_eq!(c[*k], *v, "{k}: {c:?}");
     }
     assert!(c["nsff.sfc_to_name"] >= 1, "{c:?}");
+
+    // nSFF1 dies and restarts: its REST SFs come back from its state file
+    // (the lab's `<rundir>/nsff1.state/sfs.json`, written at each change)
+    // and answer by name, with no SF registering again.
+    let (st, body) = rest(
+        &lab,
+        "POST",
+        "/sf",
+        Some(r#"{"fqdn":"www.kern.example","addr":"10.0.3.20","port":80}"#),
+    );
+    assert_eq!(st, 201, "{body}");
+    let state = lab.run_dir().join("nsff1.state/sfs.json");
+    let saved = std::fs::read_to_string(&state).unwrap();
+    assert!(
+        saved.contains("www.relay.example") && saved.contains("www.kern.example"),
+        "{saved}"
+    );
+    kill9(pid_of(&lab, "nsff1"));
+    let nsff1 = restart(&lab, "nsff1", "nsff");
+    let c = counters(
+        &lab,
+        "nsff1",
+        &[
+            "nsff.state_sfs_restored",
+            "nsff.state_sfs_dropped",
+            "nsff.rest_sf_added",
+        ],
+    );
+    assert_eq!(c["nsff.state_sfs_restored"], 2, "{c:?}");
+    assert_eq!(c["nsff.state_sfs_dropped"], 0, "{c:?}");
+    assert_eq!(c["nsff.rest_sf_added"], 0, "{c:?}");
+    let (st, body) = rest(&lab, "GET", "/sf", None);
+    assert_eq!(st, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let names: Vec<(&str, &str)> = v["sfs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["fqdn"].as_str().unwrap(), s["source"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("www.example.com", "config"),
+            ("www.relay.example", "rest"),
+            ("www.kern.example", "rest")
+        ],
+        "{v}"
+    );
+    let mut last = None;
+    let ok = wait_until(15, || {
+        let r = curl(&lab, "www.kern.example", "/after");
+        let ok = r.status == 200;
+        last = Some(r);
+        ok
+    });
+    let r = last.unwrap();
+    assert!(ok, "{r:?}");
+    assert_eq!(r.instance().as_deref(), Some("kern"), "{r:?}");
     lab.down();
+    let mut nsff1 = nsff1;
+    let _ = nsff1.wait();
 }

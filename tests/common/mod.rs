@@ -12,7 +12,7 @@ pub(crate) mod chain;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -108,6 +108,59 @@ pub(crate) fn alive(pid: u64) -> bool {
                 .map(|(_, r)| !r.trim_start().starts_with(['Z', 'X']))
         })
         .unwrap_or(false)
+}
+
+/// The pid `node` answers `ctl ping` with.
+pub(crate) fn pid_of(lab: &Lab, node: &str) -> u64 {
+    lab.ctl(node, &["ping"])["pid"]
+        .as_u64()
+        .expect("ping has a pid")
+}
+
+/// SIGKILL `pid` and wait until it is gone.
+pub(crate) fn kill9(pid: u64) {
+    let out = run_bounded(10, "kill", &["-KILL", &pid.to_string()]);
+    assert!(out.status.success(), "kill -KILL {pid}: {}", text(&out));
+    assert!(wait_until(10, || !alive(pid)), "pid {pid} survived SIGKILL");
+}
+
+/// Start `node` (role `role`) again in the lab namespace, as `lab up`
+/// does, on the same node file; wait until it answers ready. `lab down`
+/// stops it; the caller reaps it.
+pub(crate) fn restart(lab: &Lab, node: &str, role: &str) -> Child {
+    let dir = lab.run_dir();
+    let log = std::fs::File::create(dir.join(format!("{node}.restart.log"))).unwrap();
+    let netns = lab.netns();
+    let child = std::os::unix::process::CommandExt::process_group(
+        Command::new("ip")
+            .args(["netns", "exec", &netns, BIN, "run", role, "-c"])
+            .arg(dir.join(format!("{node}.toml")))
+            .arg("--ctl")
+            .arg(dir.join(format!("{node}.sock")))
+            .arg("--state-dir")
+            .arg(dir.join(format!("{node}.state")))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log),
+        0,
+    )
+    .spawn()
+    .unwrap();
+    let pid = u64::from(child.id());
+    let sock = lab.sock(node);
+    assert!(
+        wait_until(20, || {
+            Command::new(BIN)
+                .args(["ctl", "--json", &sock, "ping"])
+                .output()
+                .is_ok_and(|o| {
+                    let v: Value = serde_json::from_slice(&o.stdout).unwrap_or(Value::Null);
+                    v["ready"] == true && v["pid"].as_u64() == Some(pid)
+                })
+        }),
+        "{node} did not come back (pid {pid})"
+    );
+    child
 }
 
 /// A lab that is up; `lab down` runs when it is dropped, however the test

@@ -83,10 +83,12 @@ use svcroute_stack::wire::nsff::Txn;
 
 use crate::cache::{CacheEvent, CacheStats, Lookup, PathCache, Route, Unresolved};
 use crate::classic::Classic;
-use crate::config::{ConfigError, NsffConfig};
+use crate::config::{ConfigError, NsffConfig, SfConfig};
+use crate::health::{Change, Failure, Health, Policy, ProbeResult};
 use crate::relay::{End, Pipe, Side};
 use crate::rest::{NewSf, Op, RestError, SfRest};
 use crate::sfc::{self, Classified, Classifier, Decision, NshHeader};
+use crate::store::SfStore;
 use crate::tls::{self, Alert, Peek};
 use crate::transparent::{Filter, Interceptor};
 use crate::transport::{Endpoint, Event, Stats, TxnStats};
@@ -131,6 +133,17 @@ impl Intercepted {
     }
 }
 
+/// What a proxied exchange said about its SF (passive health evidence,
+/// see [`crate::health`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Evidence {
+    /// A response head came back: the SF is alive.
+    Answered,
+    /// A new connection to it, started at `started`, was refused or timed
+    /// out before it was established.
+    Refused { started: Instant },
+}
+
 /// A local SF exchange: request bytes in, response bytes out.
 #[derive(Debug)]
 struct SfJob {
@@ -154,6 +167,13 @@ struct SfJob {
     /// The response ends by close or says `Connection: close`: the client
     /// connection must close after it.
     close_client: bool,
+    /// When its connection was opened, if it is a new one not yet seen
+    /// established (a reused one proves nothing about connecting).
+    connecting_since: Option<Instant>,
+    /// A response head was seen.
+    answered: bool,
+    /// Health evidence not yet handed to the node.
+    evidence: Option<Evidence>,
 }
 
 impl SfJob {
@@ -171,6 +191,9 @@ impl SfJob {
             req_keep_alive: false,
             reusable: false,
             close_client: false,
+            connecting_since: None,
+            answered: false,
+            evidence: None,
         }
     }
 
@@ -188,6 +211,16 @@ impl SfJob {
         }
         let mut any = false;
         let s = sockets.get_mut::<tcp::Socket>(h);
+        match s.state() {
+            tcp::State::SynSent => {}
+            tcp::State::Closed => {
+                // Reset or timed out while connecting: refused.
+                if let Some(started) = self.connecting_since.take() {
+                    self.evidence = Some(Evidence::Refused { started });
+                }
+            }
+            _ => self.connecting_since = None,
+        }
         if !self.req.is_empty() && s.can_send() {
             if let Ok(n) = s.send_slice(&self.req) {
                 self.req.drain(..n);
@@ -213,6 +246,9 @@ impl SfJob {
             match self.dec.decode(&self.rbuf) {
                 Ok((n, ev)) => {
                     if let Decoded::Head(h) = &ev {
+                        if !std::mem::replace(&mut self.answered, true) {
+                            self.evidence = Some(Evidence::Answered);
+                        }
                         // 1xx (but 101) is interim: its End is not the response's.
                         self.interim = (100..200).contains(&h.status) && h.status != 101;
                         if !self.interim {
@@ -299,38 +335,27 @@ struct LocalSf {
     /// Registered over REST (else from `[[nsff.sf]]`).
     rest: bool,
     health: Health,
+    /// The health probe's connection while one is in flight.
+    probe: Option<SocketHandle>,
 }
 
 impl LocalSf {
+    /// As kept in the state file.
+    fn config(&self) -> SfConfig {
+        SfConfig {
+            fqdn: self.fqdn.as_str().to_owned(),
+            addr: std_ip(self.addr),
+            port: self.port,
+            tls_port: self.tls_port,
+        }
+    }
+
     fn json(&self) -> Value {
         json!({
             "fqdn": self.fqdn.as_str(), "addr": self.addr.to_string(), "port": self.port,
             "tls_port": self.tls_port, "source": if self.rest { "rest" } else { "config" },
-            "healthy": self.health.healthy, "failed_probes": self.health.fails,
+            "healthy": self.health.is_up(), "failed_probes": self.health.failures(),
         })
-    }
-}
-
-/// Health of one local SF.
-#[derive(Debug)]
-struct Health {
-    healthy: bool,
-    /// Failed probes in a row.
-    fails: u32,
-    /// The probe connection in progress and when it started.
-    probe: Option<(SocketHandle, Instant)>,
-    next_probe: Option<Instant>,
-}
-
-impl Health {
-    /// A new SF counts as healthy until its probes fail.
-    const fn new() -> Self {
-        Self {
-            healthy: true,
-            fails: 0,
-            probe: None,
-            next_probe: None,
-        }
     }
 }
 
@@ -429,6 +454,11 @@ pub struct Nsff {
     sfs: Vec<LocalSf>,
     /// The SF registration REST server on `sf_port` (`sf_rest_port`).
     rest: Option<SfRest>,
+    /// Where REST SFs are kept across restarts (`state_file`).
+    store: Option<SfStore>,
+    /// SFs restored from the state file and dropped at start, for the
+    /// counters at the first poll: (restored, dropped).
+    restored: Option<(u64, u64)>,
     /// Classifier rules (`[[nsff.classifier]]`).
     classifier: Classifier,
     ep: Endpoint,
@@ -473,6 +503,9 @@ pub struct Nsff {
     aborted_ready: Vec<(usize, SocketHandle)>,
     /// Open SF connections between requests: (SF, handle, idle since).
     idle: Vec<((IpAddress, u16), SocketHandle, Instant)>,
+    /// Health evidence from proxied exchanges, by SF address and port,
+    /// applied at the end of the poll.
+    evidence: Vec<((IpAddress, u16), Evidence)>,
     /// The classic SFF (NSH over Ethernet, GRE, VXLAN-GPE).
     classic: Classic,
     /// The client port's filter while transparent interception is on.
@@ -486,7 +519,7 @@ impl Nsff {
     pub fn new(cfg: NsffConfig) -> Result<Self, ConfigError> {
         cfg.validate()?;
         let me = cfg.id()?;
-        let sfs = cfg
+        let mut sfs: Vec<LocalSf> = cfg
             .sfs()?
             .into_iter()
             .zip(&cfg.sf)
@@ -497,8 +530,19 @@ impl Nsff {
                 tls_port: c.tls_port,
                 rest: false,
                 health: Health::new(),
+                probe: None,
             })
             .collect();
+        let store = cfg.state_file.clone().map(SfStore::new);
+        let restored = match &store {
+            Some(st) => {
+                let saved = st
+                    .load()
+                    .map_err(|e| ConfigError::StateFile(e.to_string()))?;
+                Some(restore(&mut sfs, saved, cfg.max_sfs, st)?)
+            }
+            None => None,
+        };
         let ep = Endpoint::new(me, cfg.transport.clone(), 0)?;
         let classifier = cfg.classifier()?;
         let cache = PathCache::new(me, cfg.nr_path(), cfg.cache.clone(), None)?;
@@ -508,6 +552,8 @@ impl Nsff {
             me,
             sfs,
             rest: None,
+            store,
+            restored,
             classifier,
             ep,
             cache,
@@ -531,6 +577,7 @@ impl Nsff {
             aborted: Vec::new(),
             aborted_ready: Vec::new(),
             idle: Vec::new(),
+            evidence: Vec::new(),
             classic,
             transparent,
             intercepted: VecDeque::new(),
@@ -552,7 +599,7 @@ impl Nsff {
     fn local_sf(&self, fqdn: &Fqdn) -> Option<(IpAddress, u16)> {
         self.sfs
             .iter()
-            .find(|s| &s.fqdn == fqdn && s.health.healthy)
+            .find(|s| &s.fqdn == fqdn && s.health.is_up())
             .map(|s| (s.addr, s.port))
     }
 
@@ -560,7 +607,7 @@ impl Nsff {
     fn local_sf_tls(&self, fqdn: &Fqdn) -> Option<(IpAddress, u16)> {
         self.sfs
             .iter()
-            .find(|s| &s.fqdn == fqdn && s.health.healthy)
+            .find(|s| &s.fqdn == fqdn && s.health.is_up())
             .map(|s| (s.addr, s.tls_port))
     }
 
@@ -585,7 +632,7 @@ impl Nsff {
     /// Send our registrations (healthy SFs only).
     fn register(&mut self, now: Instant, out: &mut Outbox, stats: &mut Counters) {
         for sf in &self.sfs {
-            if sf.health.healthy {
+            if sf.health.is_up() {
                 self.send_registration(&sf.fqdn, false, out);
                 stats.bump("nsff.registrations_sent");
             }
@@ -598,91 +645,175 @@ impl Nsff {
         self.next_register = Some(now + Duration::from_millis(gap));
     }
 
-    /// Health checks: a TCP connect to each SF every `health_interval_ms`.
-    /// `health_failures` failures in a row deregister the name at the NR
-    /// (and local requests for it are resolved elsewhere); the first success
-    /// after that registers it again.
+    /// How local SFs are checked (`health_*` keys).
+    fn health_policy(&self) -> Policy {
+        Policy {
+            interval: Duration::from_millis(self.cfg.health_interval_ms),
+            timeout: Duration::from_millis(self.cfg.health_timeout_ms),
+            failures: self.cfg.health_failures,
+        }
+    }
+
+    /// Active health checks: a TCP connect to each SF that nothing proved
+    /// alive in the last `health_interval_ms` (see [`crate::health`]).
+    /// `health_failures` counted failures in a row deregister the name at
+    /// the NR (and local requests for it are resolved elsewhere); the first
+    /// success after that registers it again.
     fn health_checks(&mut self, cx: &mut Context<'_>) -> bool {
         if self.cfg.health_interval_ms == 0 {
             return false;
         }
-        let interval = Duration::from_millis(self.cfg.health_interval_ms);
-        let timeout = Duration::from_millis(self.cfg.health_timeout_ms);
+        let policy = self.health_policy();
         let sp = self.cfg.sf_port();
         let mut any = false;
         for i in 0..self.sfs.len() {
-            let (fqdn, addr, port) = {
-                let s = &self.sfs[i];
-                (s.fqdn.clone(), s.addr, s.port)
-            };
             let Some(ps) = cx.ports.get_mut(sp) else {
                 return false;
             };
-            let h = &mut self.sfs[i].health;
-            if let Some((sock, started)) = h.probe {
+            let sf = &mut self.sfs[i];
+            if let Some(sock) = sf.probe {
                 let s = ps.sockets.get_mut::<tcp::Socket>(sock);
                 let state = s.state();
                 let ok = state == tcp::State::Established;
-                let failed = !ok && (state == tcp::State::Closed || cx.now - started >= timeout);
-                if !ok && !failed {
+                let expired = sf
+                    .health
+                    .probe_deadline(&policy)
+                    .is_some_and(|t| cx.now >= t);
+                if !ok && state != tcp::State::Closed && !expired {
                     continue;
                 }
                 s.abort();
                 ps.sockets.remove(sock);
-                h.probe = None;
-                h.next_probe = Some(cx.now + interval);
+                sf.probe = None;
                 any = true;
-                if ok {
-                    h.fails = 0;
-                    if !h.healthy {
-                        h.healthy = true;
-                        cx.stats.bump("nsff.sf_up");
-                        self.send_registration(&fqdn, false, cx.out);
-                        cx.stats.bump("nsff.registrations_sent");
-                    }
-                } else {
+                if !ok {
                     cx.stats.bump("nsff.health_failures");
-                    h.fails += 1;
-                    // The SF took no new connection: its idle keep-alive
-                    // connections are dead, or stale once it restarts (the
-                    // new process resets them on first use, failing that
-                    // request). The next requests connect afresh.
-                    let (idle, closing) = (&mut self.idle, &mut self.closing);
-                    idle.retain(|&(t, sock, _)| {
-                        if t != (addr, port) {
-                            return true;
-                        }
-                        ps.sockets.get_mut::<tcp::Socket>(sock).close();
-                        closing.push((cx.now, sock));
-                        cx.stats.bump("nsff.sf_idle_dropped");
-                        false
-                    });
-                    if h.healthy && h.fails >= self.cfg.health_failures {
-                        h.healthy = false;
-                        cx.stats.bump("nsff.sf_down");
-                        log::warn!("nsff: SF {fqdn} at {addr}:{port} is down, deregistering");
-                        self.send_registration(&fqdn, true, cx.out);
-                        cx.stats.bump("nsff.deregistrations_sent");
-                    }
                 }
-            } else if h.next_probe.is_none_or(|t| t <= cx.now) {
+                match sf.health.probe_done(cx.now, ok, &policy) {
+                    Some(ProbeResult::Connected(change)) => self.health_change(cx, i, change),
+                    Some(ProbeResult::Failed(f)) => self.failure_verdict(cx, i, f),
+                    None => {}
+                }
+            } else if sf.health.poll_probe(cx.now) {
                 let local = self.next_local_port;
                 self.next_local_port = if local == u16::MAX { 49152 } else { local + 1 };
                 let mut s = tcp::Socket::new(
                     tcp::SocketBuffer::new(vec![0; 64]),
                     tcp::SocketBuffer::new(vec![0; 64]),
                 );
-                s.set_timeout(Some(timeout));
-                if s.connect(ps.iface.context(), (addr, port), local).is_ok() {
-                    h.probe = Some((ps.sockets.add(s), cx.now));
+                s.set_timeout(Some(policy.timeout));
+                if s.connect(ps.iface.context(), (sf.addr, sf.port), local)
+                    .is_ok()
+                {
+                    sf.probe = Some(ps.sockets.add(s));
+                    sf.health.probe_started(cx.now);
                     cx.stats.bump("nsff.health_probes");
                 } else {
-                    h.next_probe = Some(cx.now + interval);
+                    // Our side could not even try: not the SF's fault.
+                    sf.health.probe_not_started(cx.now, &policy);
+                    cx.stats.bump("nsff.health_probes_not_started");
                 }
                 any = true;
             }
         }
         any
+    }
+
+    /// Feed what proxied exchanges said about their SFs into every local
+    /// SF at that address and port (several names may share one).
+    fn apply_evidence(&mut self, cx: &mut Context<'_>) {
+        if self.cfg.health_interval_ms == 0 {
+            // Health checks off: nothing would ever bring an SF back.
+            self.evidence.clear();
+            return;
+        }
+        if self.evidence.is_empty() {
+            return;
+        }
+        let policy = self.health_policy();
+        for (target, ev) in std::mem::take(&mut self.evidence) {
+            if matches!(ev, Evidence::Refused { .. }) {
+                cx.stats.bump("nsff.sf_refused");
+            }
+            for i in 0..self.sfs.len() {
+                if (self.sfs[i].addr, self.sfs[i].port) != target {
+                    continue;
+                }
+                match ev {
+                    Evidence::Answered => {
+                        let change = self.sfs[i].health.handle_success(cx.now, &policy);
+                        self.health_change(cx, i, change);
+                    }
+                    Evidence::Refused { started } => {
+                        let f = self.sfs[i].health.handle_failure(cx.now, started, &policy);
+                        self.failure_verdict(cx, i, f);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Act on failure evidence about SF `i`: count what was discounted,
+    /// drop its idle connections unless it answered meanwhile, and take it
+    /// down if that was the last straw.
+    fn failure_verdict(&mut self, cx: &mut Context<'_>, i: usize, f: Failure) {
+        match f {
+            Failure::Overtaken => {
+                // It answered another exchange since: alive, connections too.
+                cx.stats.bump("nsff.health_failures_overtaken");
+                return;
+            }
+            Failure::SameIncident => cx.stats.bump("nsff.health_failures_same_incident"),
+            Failure::Counted | Failure::Down => {}
+        }
+        // The SF took no new connection: its idle keep-alive connections
+        // are dead, or stale once it restarts (the new process resets them
+        // on first use, failing that request). The next requests connect
+        // afresh.
+        let target = (self.sfs[i].addr, self.sfs[i].port);
+        if let Some(ps) = cx.ports.get_mut(self.cfg.sf_port()) {
+            let (idle, closing) = (&mut self.idle, &mut self.closing);
+            idle.retain(|&(t, sock, _)| {
+                if t != target {
+                    return true;
+                }
+                ps.sockets.get_mut::<tcp::Socket>(sock).close();
+                closing.push((cx.now, sock));
+                cx.stats.bump("nsff.sf_idle_dropped");
+                false
+            });
+        }
+        self.health_change(cx, i, f.change());
+    }
+
+    /// Register or deregister SF `i`'s name after its health changed.
+    fn health_change(&mut self, cx: &mut Context<'_>, i: usize, change: Option<Change>) {
+        let sf = &self.sfs[i];
+        match change {
+            None => {}
+            Some(Change::Up) => {
+                cx.stats.bump("nsff.sf_up");
+                log::info!(
+                    "nsff: SF {} at {}:{} is up, registering",
+                    sf.fqdn,
+                    sf.addr,
+                    sf.port
+                );
+                self.send_registration(&sf.fqdn, false, cx.out);
+                cx.stats.bump("nsff.registrations_sent");
+            }
+            Some(Change::Down) => {
+                cx.stats.bump("nsff.sf_down");
+                log::warn!(
+                    "nsff: SF {} at {}:{} is down, deregistering",
+                    sf.fqdn,
+                    sf.addr,
+                    sf.port
+                );
+                self.send_registration(&sf.fqdn, true, cx.out);
+                cx.stats.bump("nsff.deregistrations_sent");
+            }
+        }
     }
 
     /// Serve the SF registration REST (`sf_rest_port` on `sf_port`).
@@ -759,7 +890,7 @@ impl Nsff {
                     }
                     // The same SF again (it restarted, say): refresh.
                     stats.bump("nsff.rest_sf_refreshed");
-                    if e.health.healthy {
+                    if e.health.is_up() {
                         self.send_registration(&fqdn, false, out);
                         stats.bump("nsff.registrations_sent");
                     }
@@ -777,13 +908,6 @@ impl Nsff {
                         format!("this nSFF has max_sfs = {} local SFs", self.cfg.max_sfs),
                     ));
                 }
-                log::info!("nsff: REST registered SF {fqdn} at {addr}:{port}");
-                self.send_registration(&fqdn, false, out);
-                stats.bump("nsff.registrations_sent");
-                // Registrations are not acknowledged: repeat soon, as at start.
-                self.register_gap_ms = REGISTER_FIRST_GAP_MS;
-                self.next_register = Some(now + Duration::from_millis(REGISTER_FIRST_GAP_MS));
-                stats.bump("nsff.rest_sf_added");
                 let sf = LocalSf {
                     fqdn,
                     addr,
@@ -791,7 +915,17 @@ impl Nsff {
                     tls_port,
                     rest: true,
                     health: Health::new(),
+                    probe: None,
                 };
+                self.save_rest_sfs(Some(&sf), None, stats)?;
+                let fqdn = &sf.fqdn;
+                log::info!("nsff: REST registered SF {fqdn} at {addr}:{port}");
+                self.send_registration(fqdn, false, out);
+                stats.bump("nsff.registrations_sent");
+                // Registrations are not acknowledged: repeat soon, as at start.
+                self.register_gap_ms = REGISTER_FIRST_GAP_MS;
+                self.next_register = Some(now + Duration::from_millis(REGISTER_FIRST_GAP_MS));
+                stats.bump("nsff.rest_sf_added");
                 let v = sf.json();
                 self.sfs.push(sf);
                 Ok((201, v))
@@ -805,6 +939,7 @@ impl Nsff {
                         "{fqdn} is configured in the node file ([[nsff.sf]]), not removable over REST"
                     )));
                 }
+                self.save_rest_sfs(None, Some(&fqdn), stats)?;
                 let sf = self.sfs.remove(i);
                 log::info!("nsff: REST removed SF {fqdn}");
                 self.send_registration(&fqdn, true, out);
@@ -816,13 +951,39 @@ impl Nsff {
         }
     }
 
+    /// Save the REST SFs as they are after a change (`add` appended,
+    /// `remove` left out) before it is made: if the state file cannot be
+    /// written, the change is refused (500) and nothing changes.
+    fn save_rest_sfs(
+        &self,
+        add: Option<&LocalSf>,
+        remove: Option<&Fqdn>,
+        stats: &mut Counters,
+    ) -> Result<(), RestError> {
+        let Some(store) = &self.store else {
+            return Ok(());
+        };
+        let sfs: Vec<SfConfig> = self
+            .sfs
+            .iter()
+            .filter(|s| s.rest && Some(&s.fqdn) != remove)
+            .chain(add)
+            .map(LocalSf::config)
+            .collect();
+        store.save(&sfs).map_err(|e| {
+            stats.bump("nsff.state_write_errors");
+            log::error!("nsff: {e}");
+            RestError::new(500, format!("not saved, nothing changed: {e}"))
+        })
+    }
+
     /// Let go of a removed SF's sockets: its probe, its idle connections.
     /// Exchanges in progress finish on their own connections.
     fn forget_sf(&mut self, cx: &mut Context<'_>, sf: LocalSf) {
         let Some(ps) = cx.ports.get_mut(self.cfg.sf_port()) else {
             return;
         };
-        if let Some((sock, _)) = sf.health.probe {
+        if let Some(sock) = sf.probe {
             ps.sockets.get_mut::<tcp::Socket>(sock).abort();
             ps.sockets.remove(sock);
         }
@@ -893,6 +1054,9 @@ impl Nsff {
             req_keep_alive: req.keep_alive(),
             reusable: false,
             close_client: false,
+            connecting_since: None,
+            answered: false,
+            evidence: None,
         };
         // An idle connection to the same SF, if one is still open.
         if let Some(ps) = cx.ports.get_mut(p) {
@@ -921,6 +1085,7 @@ impl Nsff {
         };
         cx.stats.bump("nsff.sf_connections");
         job.sock = Some(h);
+        job.connecting_since = Some(cx.now);
         self.new_job(job)
     }
 
@@ -1331,6 +1496,9 @@ impl Nsff {
                         if let Some(ps) = cx.ports.get_mut(self.cfg.sf_port()) {
                             progress |= j.pump(&mut ps.sockets, cx.stats);
                         }
+                        if let (Some(ev), Some(t)) = (j.evidence.take(), j.target) {
+                            self.evidence.push((t, ev));
+                        }
                         if !j.resp.is_empty() && c.wbuf.len() < BUF_HIGH {
                             c.wbuf.append(&mut j.resp);
                             progress = true;
@@ -1551,6 +1719,9 @@ impl Nsff {
         }
         if let Some(ps) = cx.ports.get_mut(self.cfg.sf_port()) {
             any |= j.pump(&mut ps.sockets, cx.stats);
+        }
+        if let (Some(ev), Some(t)) = (j.evidence.take(), j.target) {
+            self.evidence.push((t, ev));
         }
         let mut ended = false;
         if !j.resp.is_empty() {
@@ -2228,6 +2399,67 @@ fn socket_addr(e: IpEndpoint) -> std::net::SocketAddr {
     std::net::SocketAddr::new(std_ip(e.addr), e.port)
 }
 
+/// Append the SFs saved in the state file to `sfs` (the config ones) as
+/// REST SFs: (restored, dropped). One the node file now configures (by
+/// name or name hash) or beyond `max_sfs` is dropped with a warning: the
+/// node file wins, and the state file forgets it at the next change. A
+/// name that is not an FQDN means the file is not ours to trust: an error.
+fn restore(
+    sfs: &mut Vec<LocalSf>,
+    saved: Vec<SfConfig>,
+    max_sfs: usize,
+    store: &SfStore,
+) -> Result<(u64, u64), ConfigError> {
+    let (mut restored, mut dropped) = (0, 0);
+    for c in saved {
+        let fqdn = Fqdn::new(&c.fqdn.to_ascii_lowercase()).map_err(|_| {
+            ConfigError::StateFile(format!("{}: bad fqdn {:?}", store.path().display(), c.fqdn))
+        })?;
+        let clash = sfs
+            .iter()
+            .find(|s| s.fqdn == fqdn || s.fqdn.hash() == fqdn.hash());
+        if let Some(e) = clash {
+            log::warn!(
+                "nsff: {}: SF {fqdn} dropped, it clashes with {} ({})",
+                store.path().display(),
+                e.fqdn,
+                if e.rest {
+                    "saved twice"
+                } else {
+                    "in the node file"
+                }
+            );
+            dropped += 1;
+            continue;
+        }
+        if sfs.len() >= max_sfs {
+            log::warn!(
+                "nsff: {}: SF {fqdn} dropped, max_sfs = {max_sfs} reached",
+                store.path().display()
+            );
+            dropped += 1;
+            continue;
+        }
+        log::info!(
+            "nsff: restored REST SF {fqdn} at {}:{} from {}",
+            c.addr,
+            c.port,
+            store.path().display()
+        );
+        sfs.push(LocalSf {
+            fqdn,
+            addr: IpAddress::from(c.addr),
+            port: c.port,
+            tls_port: c.tls_port,
+            rest: true,
+            health: Health::new(),
+            probe: None,
+        });
+        restored += 1;
+    }
+    Ok((restored, dropped))
+}
+
 fn std_ip(a: IpAddress) -> std::net::IpAddr {
     match a {
         IpAddress::Ipv4(a) => std::net::IpAddr::V4(a),
@@ -2400,6 +2632,10 @@ impl Role for Nsff {
             }
         }
         std::mem::swap(&mut self.aborted, &mut self.aborted_ready);
+        if let Some((restored, dropped)) = self.restored.take() {
+            cx.stats.add("nsff.state_sfs_restored", restored);
+            cx.stats.add("nsff.state_sfs_dropped", dropped);
+        }
         let mut any = self.classic.poll(cx);
         if self.register_now || self.next_register.is_some_and(|t| t <= cx.now) {
             self.register(cx.now, cx.out, cx.stats);
@@ -2525,6 +2761,7 @@ impl Role for Nsff {
                 round |= self.pump_egress(cx, txn, &mut e);
                 self.egress.insert(txn, e);
             }
+            self.apply_evidence(cx);
             round |= self.flush(cx.out, cx.stats);
             self.sweep(cx);
             any |= round;
@@ -2539,16 +2776,13 @@ impl Role for Nsff {
         // Client idle checks: at most once a second while clients exist.
         let clients = (!self.clients.is_empty() || !self.tls.is_empty())
             .then(|| now + Duration::from_secs(1));
-        let timeout = Duration::from_millis(self.cfg.health_timeout_ms);
+        let policy = self.health_policy();
         let health = self
             .sfs
             .iter()
-            .map(|s| &s.health)
-            .filter_map(|h| match h.probe {
-                Some((_, started)) => Some(started + timeout),
-                None => h.next_probe,
-            })
-            .min();
+            .filter_map(|s| s.health.poll_at(&policy))
+            .min()
+            .filter(|_| self.cfg.health_interval_ms != 0);
         [
             self.ep.poll_timeout(),
             self.cache.poll_timeout(),
@@ -2779,7 +3013,7 @@ mod tests {
         };
         assert!(Nsff::new(cfg).is_err());
         let cfg = NsffConfig {
-            sf: vec![crate::config::SfConfig {
+            sf: vec![SfConfig {
                 fqdn: "bad name".into(),
                 addr: std::net::Ipv4Addr::LOCALHOST.into(),
                 port: 80,
@@ -2815,7 +3049,7 @@ mod tests {
     fn rest_operations_on_the_sf_table() {
         let mut n = Nsff::new(NsffConfig {
             max_sfs: 3,
-            sf: vec![crate::config::SfConfig {
+            sf: vec![SfConfig {
                 fqdn: "www.conf.example".into(),
                 addr: "10.0.3.5".parse().unwrap(),
                 port: 80,
@@ -3036,5 +3270,128 @@ mod tests {
                 let _ = ingress(&mut n, &f);
             }
         }
+    }
+
+    /// REST SFs survive a restart through `state_file`; the node file wins
+    /// a clash; a corrupt file stops the node naming it; a save that fails
+    /// refuses the change.
+    #[test]
+    fn rest_sfs_are_kept_in_the_state_file() {
+        let dir = std::env::temp_dir().join(format!("svcroute-nsff-node-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = dir.join("sfs.json");
+        let conf = SfConfig {
+            fqdn: "www.conf.example".into(),
+            addr: "10.0.3.5".parse().unwrap(),
+            port: 80,
+            tls_port: 443,
+        };
+        let cfg = NsffConfig {
+            sf: vec![conf.clone()],
+            state_file: Some(path.clone()),
+            ..NsffConfig::default()
+        };
+        let kern = Fqdn::new("www.kern.example").unwrap();
+        let mut out = Outbox::default();
+        let mut stats = Counters::default();
+        let mut removed = Vec::new();
+        let now = Instant::from_millis(0);
+        let add = |fqdn: &Fqdn, port: u16| {
+            Op::Add(NewSf {
+                fqdn: fqdn.clone(),
+                addr: "10.0.3.20".parse().unwrap(),
+                port,
+                tls_port: 8443,
+            })
+        };
+
+        // Nothing saved yet: only the config SF.
+        let mut n = Nsff::new(cfg.clone()).unwrap();
+        assert_eq!(n.sfs.len(), 1);
+        let other = Fqdn::new("www.other.example").unwrap();
+        for f in [&kern, &other] {
+            let r = n.apply_rest(now, add(f, 8000), &mut out, &mut stats, &mut removed);
+            assert_eq!(r.unwrap().0, 201);
+        }
+        let r = n.apply_rest(now, Op::Remove(other), &mut out, &mut stats, &mut removed);
+        assert_eq!(r.unwrap().0, 204);
+        drop(n);
+        out.drain().for_each(drop);
+
+        // The next process finds it, as a REST SF, and registers it.
+        let mut n = Nsff::new(cfg.clone()).unwrap();
+        assert_eq!(n.local_sf(&kern), Some((IpAddress::v4(10, 0, 3, 20), 8000)));
+        assert_eq!(
+            n.local_sf_tls(&kern),
+            Some((IpAddress::v4(10, 0, 3, 20), 8443))
+        );
+        assert_eq!(n.sfs.len(), 2);
+        assert!(n.sfs[1].rest);
+        assert_eq!(n.restored, Some((1, 0)));
+        n.register(now, &mut out, &mut stats);
+        assert_eq!(
+            registrations(&mut out),
+            [
+                (false, "www.conf.example".into()),
+                (false, "www.kern.example".into())
+            ]
+        );
+
+        // The node file now configures that name itself: it wins.
+        let mut both = cfg.clone();
+        both.sf.push(SfConfig {
+            fqdn: "www.kern.example".into(),
+            ..conf
+        });
+        let n = Nsff::new(both).unwrap();
+        assert_eq!(n.sfs.len(), 2);
+        assert!(!n.sfs[1].rest);
+        assert_eq!(n.restored, Some((0, 1)));
+
+        // A save that fails refuses the change and leaves the table as it
+        // was: here the state file's directory became a file.
+        let mut n = Nsff::new(cfg.clone()).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        std::fs::write(&dir, b"").unwrap();
+        let r = n.apply_rest(
+            now,
+            add(&Fqdn::new("www.new.example").unwrap(), 80),
+            &mut out,
+            &mut stats,
+            &mut removed,
+        );
+        let e = r.unwrap_err();
+        assert_eq!(e.status, 500);
+        assert!(
+            e.reason.contains(&path.display().to_string()),
+            "{}",
+            e.reason
+        );
+        assert_eq!(n.sfs.len(), 2);
+        let r = n.apply_rest(now, Op::Remove(kern), &mut out, &mut stats, &mut removed);
+        assert_eq!(r.unwrap_err().status, 500);
+        assert_eq!(n.sfs.len(), 2);
+        assert_eq!(stats.get("nsff.state_write_errors"), 2);
+        std::fs::remove_file(&dir).unwrap();
+
+        // A corrupt file stops the node, naming the file and the problem.
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(&path, b"{\"version\": 1, \"sfs\": [").unwrap();
+        let e = Nsff::new(cfg.clone()).unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!(
+                "nsff.state_file: {} is not a valid nSFF state file",
+                path.display()
+            )),
+            "{e}"
+        );
+        std::fs::write(
+            &path,
+            b"{\"version\": 1, \"sfs\": [{\"fqdn\": \"bad name!\", \"addr\": \"10.0.3.2\"}]}",
+        )
+        .unwrap();
+        let e = Nsff::new(cfg).unwrap_err().to_string();
+        assert!(e.contains("bad fqdn \"bad name!\""), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

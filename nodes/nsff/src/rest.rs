@@ -113,6 +113,7 @@ impl RestError {
             405 => "nsff.rest_method_not_allowed",
             409 => "nsff.rest_conflict",
             507 => "nsff.rest_table_full",
+            500 => "nsff.rest_not_saved",
             _ => "nsff.rest_other_error",
         }
     }

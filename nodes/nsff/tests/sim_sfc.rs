@@ -17,7 +17,7 @@
 //! each request back to its nSFF with the SI decremented, B answers with
 //! what it saw. Links as in `sim_chain.rs`.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use serde_json::Value;
@@ -108,6 +108,9 @@ struct NshSf {
     listeners: Vec<SocketHandle>,
     conns: Vec<SfConn>,
     next_port: u16,
+    /// Set by the test: the SF dies (every socket aborted, nothing listens:
+    /// connects are reset).
+    dead: Rc<Cell<bool>>,
 }
 
 impl NshSf {
@@ -119,6 +122,7 @@ impl NshSf {
             listeners: Vec::new(),
             conns: Vec::new(),
             next_port: 40000,
+            dead: Rc::default(),
         }
     }
 
@@ -248,6 +252,17 @@ impl Role for NshSf {
     }
 
     fn poll(&mut self, cx: &mut Context<'_>) -> bool {
+        if self.dead.get() {
+            let socks = self.listeners.drain(..);
+            let conns = self
+                .conns
+                .drain(..)
+                .flat_map(|c| [Some(c.sock), c.up.map(|u| u.0)]);
+            for h in socks.chain(conns.flatten()) {
+                cx.ports[0].sockets.get_mut::<tcp::Socket>(h).abort();
+            }
+            return false;
+        }
         let mut any = false;
         let mut i = 0;
         while i < self.listeners.len() {
@@ -294,6 +309,8 @@ struct World {
     client_seg: SegmentId,
     seen_a: Seen,
     seen_b: Seen,
+    /// Kills SF A.
+    kill_a: Rc<Cell<bool>>,
 }
 
 fn row(spi: u32, si: u32, next_hop: &str, te: &str) -> NnlmRowConfig {
@@ -407,11 +424,9 @@ fn world(seed: u64) -> World {
     let seen_a = Seen::default();
     let seen_b = Seen::default();
     let p = sim.port(s_c, 3);
-    sim.add_role(
-        "sfa",
-        vec![p],
-        NshSf::new("sfa", Mode::Relay(nsff1_addr.into()), seen_a.clone()),
-    );
+    let sfa = NshSf::new("sfa", Mode::Relay(nsff1_addr.into()), seen_a.clone());
+    let kill_a = sfa.dead.clone();
+    sim.add_role("sfa", vec![p], sfa);
     let p = sim.port(s_sf, 2);
     sim.add_role(
         "sfb",
@@ -432,6 +447,7 @@ fn world(seed: u64) -> World {
         client_seg: s_c,
         seen_a,
         seen_b,
+        kill_a,
     }
 }
 
@@ -576,4 +592,101 @@ fn same_seed_same_trace() {
         (r["ok"].clone(), w.sim.trace_hash())
     };
     assert_eq!(run(7), run(7));
+}
+
+/// Proxied exchanges are health evidence: while requests to an SF keep
+/// succeeding more often than `health_interval_ms` (2 s), it is not probed.
+/// (Probe-only checks probed every SF every 2 s whatever its traffic, and
+/// two refused probes took a busy SF down: docs/bench.md.)
+#[test]
+fn sfs_answering_proxied_requests_are_not_probed() {
+    let mut w = world(3);
+    w.sim.run_for(Duration::from_millis(500)).unwrap();
+    let probes = |w: &World| {
+        (
+            w.sim.node(w.nsff1).stats().get("nsff.health_probes"),
+            w.sim.node(w.nsff2).stats().get("nsff.health_probes"),
+        )
+    };
+    // Each nSFF probed its SF once at start.
+    let before = probes(&w);
+    assert_eq!(before, (1, 1));
+    let start = w.sim.now();
+    // One request every ~0.5 s for over 10 s: SF A (local at nSFF1) and
+    // SF B (behind nSFF2) answer each.
+    let mut ok = 0;
+    while w.sim.now() - start < Duration::from_secs(10) {
+        let r = chain_request(&mut w);
+        assert_eq!(r["ok"], 1, "{r:#}");
+        ok += 1;
+        w.sim.run_for(Duration::from_millis(500)).unwrap();
+    }
+    assert!(ok >= 10, "{ok} requests");
+    assert_eq!(probes(&w), before, "probed while answering traffic");
+    // Traffic stops: probes resume every interval.
+    w.sim.run_for(Duration::from_secs(5)).unwrap();
+    let (p1, p2) = probes(&w);
+    assert!(p1 >= before.0 + 2 && p2 >= before.1 + 2, "{:?}", (p1, p2));
+    for n in [w.nsff1, w.nsff2] {
+        let s = w.sim.node(n).stats();
+        assert_eq!(s.get("nsff.sf_down"), 0, "{s:?}");
+        assert_eq!(s.get("nsff.health_failures"), 0, "{s:?}");
+    }
+}
+
+/// One `Connection: close` request for `www.chain.example` (SF A, then SF
+/// B), run to completion: the client's reply.
+fn chain_request(w: &mut World) -> Value {
+    let url = format!("http://{}/x", sim::ipv4(w.client_seg.0 as u8, 1));
+    let args: Vec<String> = ["get", &url, "--host", "www.chain.example", "--close"]
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    let (client, now) = (w.client, w.sim.now());
+    assert!(w.sim.node_mut(client).control(now, 1, &args).is_none());
+    w.sim
+        .drive_bounded(Duration::from_secs(60), 10_000_000, |s| {
+            s.node(client).role().jobs_running() == 0
+        })
+        .unwrap();
+    let mut r = w.sim.node_mut(client).take_replies();
+    assert_eq!(r.len(), 1);
+    r.remove(0).1
+}
+
+/// A refused proxied connect is failure evidence: an SF that dies while
+/// serving is taken down by it plus one failed probe, where probe-only
+/// checks needed two failed probes.
+#[test]
+fn a_refused_proxied_connect_counts_toward_down() {
+    let mut w = world(4);
+    w.sim.run_for(Duration::from_millis(500)).unwrap();
+    for _ in 0..4 {
+        let r = chain_request(&mut w);
+        assert_eq!(r["ok"], 1, "{r:#}");
+        w.sim.run_for(Duration::from_millis(300)).unwrap();
+    }
+    let n1 = |w: &World, k: &str| w.sim.node(w.nsff1).stats().get(k);
+    assert_eq!(n1(&w, "nsff.health_probes"), 1);
+
+    // SF A dies; the next request's connect to it is reset: 502, one
+    // counted failure, still up.
+    w.kill_a.set(true);
+    w.sim.run_for(Duration::from_millis(10)).unwrap();
+    let r = chain_request(&mut w);
+    assert_eq!(r["status"]["502"], 1, "{r:#}");
+    assert_eq!(n1(&w, "nsff.sf_refused"), 1);
+    assert_eq!(n1(&w, "nsff.sf_down"), 0);
+    // More refusals at once are the same incident.
+    let r = chain_request(&mut w);
+    assert_eq!(r["status"]["502"], 1, "{r:#}");
+    assert_eq!(n1(&w, "nsff.health_failures_same_incident"), 1);
+    assert_eq!(n1(&w, "nsff.sf_down"), 0);
+
+    // The probe, due an interval after the last success, fails too: down,
+    // deregistered.
+    w.sim.run_for(Duration::from_secs(3)).unwrap();
+    assert_eq!(n1(&w, "nsff.sf_down"), 1);
+    assert_eq!(n1(&w, "nsff.health_failures"), 1, "one failed probe");
+    assert_eq!(n1(&w, "nsff.deregistrations_sent"), 1);
 }
