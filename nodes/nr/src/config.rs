@@ -10,6 +10,8 @@
 //! max_names = 1024           # registration table: names
 //! max_instances = 16         # registration table: nSFFs per name
 //! max_discovery = 4096       # discovery table: (name, requester) entries
+//! dedup_ms = 50              # the same message again within this: a copy, ignored
+//! max_dedup = 1024           # messages remembered for that
 //! announce_restart = true    # path update ALL NODES when the NR starts
 //!
 //! [[nr.key]]                 # HMAC-SHA256 keys (SPEC §0); the first signs
@@ -61,6 +63,14 @@ pub struct NrConfig {
     pub max_instances: usize,
     /// Most (name, requester) entries in the discovery table.
     pub max_discovery: usize,
+    /// A GFF message identical to one acted on less than this many ms ago
+    /// is a copy (a redundant `nr_links` sends each message over two
+    /// paths) and is ignored; 0: every copy is acted on. Keep it below the
+    /// nSFFs' path request `retry_ms`, or a retry is taken for a copy.
+    pub dedup_ms: u64,
+    /// Most messages remembered for `dedup_ms`; beyond, a message is acted
+    /// on without being remembered (`nr.dedup_untracked`).
+    pub max_dedup: usize,
     /// Send a path update ALL NODES to every nSFF when the NR starts: once
     /// the first frame arrives on the fabric port (its link works), or
     /// [`crate::driver::ANNOUNCE_FALLBACK`] after the start at the latest.
@@ -90,6 +100,8 @@ impl Default for NrConfig {
             max_names: 1024,
             max_instances: 16,
             max_discovery: 4096,
+            dedup_ms: 50,
+            max_dedup: 1024,
             announce_restart: true,
             keys: Vec::new(),
             self_attach: None,
@@ -213,6 +225,14 @@ impl NrConfig {
             1 << 22,
             "1..=4194304",
         )?;
+        check("max_dedup", self.max_dedup, 1, 1 << 16, "1..=65536")?;
+        if self.dedup_ms > 10_000 {
+            return Err(ConfigError::OutOfRange {
+                key: "dedup_ms",
+                value: self.dedup_ms,
+                range: "0..=10000",
+            });
+        }
         let mut key_ids = BTreeSet::new();
         for k in &self.keys {
             if k.secret.is_empty() || !key_ids.insert(k.id) {
@@ -323,6 +343,12 @@ mod test {
                 key: "max_instances",
                 ..
             }
+        ));
+        let mut c = cfg();
+        c.dedup_ms = 60_000;
+        assert!(matches!(
+            c.validate().unwrap_err(),
+            ConfigError::OutOfRange { key: "dedup_ms", .. }
         ));
         let mut c = cfg();
         c.links[0].from = "a b".into();

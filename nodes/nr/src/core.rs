@@ -15,6 +15,16 @@
 //! The core never reads a clock (`now` is an argument) and never touches a
 //! socket. Every refusal and every dropped message is counted by reason.
 //!
+//! **Copies.** A lab's generated `nr_links` OR two link-disjoint paths to
+//! the NR (docs/lab.md), so every registration, path request and link event
+//! may arrive twice. A message identical, byte for byte, to one acted on
+//! within `dedup_ms` is a copy: counted `nr.duplicates_ignored` and
+//! dropped, so a path request is answered once. Copies that arrive later
+//! are harmless anyway: a registration refreshes, a path request rewrites
+//! the same discovery row ((name, requester) is its key) and is answered
+//! again, a link event changes no state (`nr.link_events_repeated`), a
+//! deregistration is refused (`drop.nr_not_registered`).
+//!
 //! Path updates (RFC 8677 §6.5; SPEC §1.2) go to *exactly* the nSFFs the
 //! discovery table says are affected, in one packet over the OR of the
 //! pathIDs to them. The NR mirrors what each recipient does with the update
@@ -32,7 +42,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use smoltcp::time::Instant;
+use smoltcp::time::{Duration, Instant};
 use svcroute_stack::stats::Counters;
 use svcroute_stack::wire::gff::{MessageType, PathId};
 use svcroute_stack::wire::nr::{
@@ -214,6 +224,15 @@ struct Limits {
     names: usize,
     instances: usize,
     discovery: usize,
+    dedup: usize,
+}
+
+/// A GFF message acted on: its type and exact payload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Seen {
+    at: Instant,
+    msg_type: MessageType,
+    payload: Vec<u8>,
 }
 
 /// The Name Resolver. See the module documentation for the call order.
@@ -228,6 +247,11 @@ pub struct NrCore {
     /// A request could not be recorded: the table no longer describes every
     /// cache, so the next update goes to ALL NODES.
     discovery_overflow: bool,
+    /// Messages acted on within the last `dedup_window`, oldest first.
+    recent: VecDeque<Seen>,
+    dedup_window: Duration,
+    /// When each configured nSFF last sent a registration or path request.
+    heard: BTreeMap<NsffId, Instant>,
     policy: Box<dyn Policy>,
     out: VecDeque<Transmit>,
     stats: Counters,
@@ -243,6 +267,7 @@ impl NrCore {
                 names: cfg.max_names,
                 instances: cfg.max_instances,
                 discovery: cfg.max_discovery,
+                dedup: cfg.max_dedup,
             },
             keys: cfg
                 .keys
@@ -253,6 +278,9 @@ impl NrCore {
             names: BTreeMap::new(),
             discovery: BTreeMap::new(),
             discovery_overflow: false,
+            recent: VecDeque::new(),
+            dedup_window: Duration::from_millis(cfg.dedup_ms),
+            heard: BTreeMap::new(),
             policy: Box::new(FewestLinks),
             out: VecDeque::new(),
             stats: Counters::default(),
@@ -303,6 +331,13 @@ impl NrCore {
     /// The discovery table, by (hash, requester).
     pub fn discovery(&self) -> &BTreeMap<(u16, NsffId), Discovered> {
         &self.discovery
+    }
+
+    /// When each nSFF last sent the NR a registration or path request that
+    /// parsed (and authenticated, with keys): whether its path to the NR
+    /// works.
+    pub fn last_heard(&self) -> &BTreeMap<NsffId, Instant> {
+        &self.heard
     }
 
     /// Whether keys are configured (then every message must be signed).
@@ -359,6 +394,18 @@ impl NrCore {
             }
         }
         let repr = Repr::parse(msg_type, payload).map_err(|_| MessageError::Malformed)?;
+        let from = match &repr {
+            Repr::Registration(m) => Some(m.nsff_id),
+            Repr::PathRequest(m) => Some(m.requester),
+            _ => None,
+        };
+        if let Some(nsff) = from.filter(|&n| self.fabric.knows(n)) {
+            self.heard.insert(nsff, now);
+        }
+        if self.is_copy(now, msg_type, payload) {
+            self.stats.bump("nr.duplicates_ignored");
+            return Ok(());
+        }
         match repr {
             Repr::Registration(m) => {
                 let fqdn = match m.tlvs.fqdn() {
@@ -371,7 +418,12 @@ impl NrCore {
                         .map(|()| "nr.deregistrations")
                 } else {
                     self.try_register(now, m.hash, fqdn, m.nsff_id)
-                        .map(|_| "nr.registrations")
+                        .map(|r| {
+                            if r == Registered::Refreshed {
+                                self.stats.bump("nr.registrations_refreshed");
+                            }
+                            "nr.registrations"
+                        })
                 };
                 let counter = r.map_err(MessageError::Refused)?;
                 self.stats.bump(counter);
@@ -389,6 +441,38 @@ impl NrCore {
             // Filtered above.
             _ => Err(MessageError::Unexpected),
         }
+    }
+
+    /// Whether `payload` repeats a message acted on within the dedup window;
+    /// if not, remember it.
+    fn is_copy(&mut self, now: Instant, msg_type: MessageType, payload: &[u8]) -> bool {
+        if self.dedup_window == Duration::ZERO {
+            return false;
+        }
+        while self
+            .recent
+            .front()
+            .is_some_and(|s| now >= s.at + self.dedup_window)
+        {
+            self.recent.pop_front();
+        }
+        if self
+            .recent
+            .iter()
+            .any(|s| s.msg_type == msg_type && s.payload == payload)
+        {
+            return true;
+        }
+        if self.recent.len() >= self.limits.dedup {
+            self.stats.bump("nr.dedup_untracked");
+            return false;
+        }
+        self.recent.push_back(Seen {
+            at: now,
+            msg_type,
+            payload: payload.to_vec(),
+        });
+        false
     }
 
     /// Register `nsff` for the name with `hash` (and `fqdn`, if known):
@@ -541,6 +625,9 @@ impl NrCore {
         self.stats
             .bump(if up { "nr.link_up" } else { "nr.link_down" });
         if !changed {
+            // Both switches of a link report it, and a redundant path to
+            // the NR may bring each report twice.
+            self.stats.bump("nr.link_events_repeated");
             return Ok(false);
         }
         if up {
@@ -840,6 +927,9 @@ mod test {
                 link("f3", "f4", 16),
                 link("f4", "f1", 17),
             ],
+            // The traces send the same message again at T0 on purpose
+            // (refreshes, retries); copies have their own tests.
+            dedup_ms: 0,
             ..NrConfig::default()
         }
     }
@@ -1176,6 +1266,121 @@ mod test {
         assert!(nr.discovery().is_empty());
         nr.purge_all();
         assert_eq!(update(&mut nr).2, vec![ALL_NSFFS]);
+    }
+
+    fn at(ms: u64) -> Instant {
+        Instant::from_millis(ms as i64)
+    }
+
+    /// Each message twice, 3 ms apart: the copy a second path brings.
+    #[track_caller]
+    fn twice(nr: &mut NrCore, ms: u64, msg_type: MessageType, payload: &[u8]) {
+        nr.handle_message(at(ms), msg_type, payload).unwrap();
+        nr.handle_message(at(ms + 3), msg_type, payload).unwrap();
+    }
+
+    #[test]
+    fn copies_within_the_dedup_window_are_ignored() {
+        let mut nr = NrCore::new(&NrConfig {
+            dedup_ms: 50,
+            ..config()
+        })
+        .unwrap();
+        let fqdn = name("far.example");
+        // A registration: one name, one nSFF, counted once.
+        twice(
+            &mut nr,
+            0,
+            MessageType::Registration,
+            &registration(false, &fqdn, id(2)),
+        );
+        assert_eq!(nr.names()[&fqdn.hash()].nsffs, BTreeSet::from([id(2)]));
+        assert_eq!(nr.stats().get("nr.registrations"), 1);
+        assert_eq!(nr.stats().get("nr.duplicates_ignored"), 1);
+        assert_eq!(nr.last_heard()[&id(2)], at(3));
+        // A path request: answered once, one discovery row.
+        let ask = path_request(fqdn.hash(), id(1));
+        twice(&mut nr, 10, MessageType::PathRequest, &ask);
+        let want = Some((2, path(&[3, 10, 12, 4]), path(&[5, 13, 11, 2])));
+        assert_eq!(response(&mut nr), (to(1), want));
+        assert_eq!(nr.discovery().len(), 1);
+        assert_eq!(nr.stats().get("nr.requests"), 1);
+        // A retry once the window has passed is a new request: answered,
+        // the same row rewritten.
+        nr.handle_message(at(60), MessageType::PathRequest, &ask)
+            .unwrap();
+        assert_eq!(response(&mut nr), (to(1), want));
+        assert_eq!(nr.discovery().len(), 1);
+        assert_eq!(nr.discovery()[&(fqdn.hash(), id(1))].at, at(60));
+        // A link event: one update.
+        twice(&mut nr, 100, MessageType::LinkEvent, &[12, 0]);
+        assert_eq!(update(&mut nr), (to(1), UpdateKind::LinkIds, vec![12]));
+        assert_eq!(nr.stats().get("nr.link_down"), 1);
+        // A deregistration: no refusal for the copy.
+        twice(
+            &mut nr,
+            200,
+            MessageType::Registration,
+            &registration(true, &fqdn, id(2)),
+        );
+        assert!(nr.names().is_empty());
+        assert_eq!(nr.stats().get("nr.deregistrations"), 1);
+        assert_eq!(nr.stats().get("nr.duplicates_ignored"), 4);
+        assert_eq!(nr.stats().drops(), 0, "{:?}", nr.stats());
+        // The window remembers at most `max_dedup` messages; beyond, a
+        // message is acted on unremembered, and so is its copy.
+        let mut nr = NrCore::new(&NrConfig {
+            dedup_ms: 50,
+            max_dedup: 1,
+            ..config()
+        })
+        .unwrap();
+        nr.handle_message(at(0), MessageType::LinkEvent, &[12, 0])
+            .unwrap();
+        twice(&mut nr, 1, MessageType::LinkEvent, &[13, 0]);
+        assert_eq!(nr.stats().get("nr.dedup_untracked"), 2);
+        assert_eq!(nr.stats().get("nr.link_events_repeated"), 1);
+        assert_eq!(nr.recent.len(), 1);
+    }
+
+    /// Copies that arrive after the window (or with `dedup_ms = 0`) are
+    /// acted on again, and that is harmless: nothing is added twice.
+    #[test]
+    fn late_copies_are_idempotent() {
+        let mut nr = nr();
+        let fqdn = name("far.example");
+        let reg_msg = registration(false, &fqdn, id(2));
+        twice(&mut nr, 0, MessageType::Registration, &reg_msg);
+        assert_eq!(nr.names().len(), 1);
+        assert_eq!(nr.names()[&fqdn.hash()].nsffs, BTreeSet::from([id(2)]));
+        assert_eq!(nr.stats().get("nr.registrations_refreshed"), 1);
+        // Two answers, the same, and one discovery row.
+        twice(
+            &mut nr,
+            10,
+            MessageType::PathRequest,
+            &path_request(fqdn.hash(), id(1)),
+        );
+        let v = sent(&mut nr);
+        assert_eq!(v.len(), 2, "{v:?}");
+        assert_eq!(v[0], v[1]);
+        assert_eq!(nr.discovery().len(), 1);
+        // The second report of a link changes nothing and is counted.
+        twice(&mut nr, 20, MessageType::LinkEvent, &[12, 0]);
+        assert_eq!(update(&mut nr), (to(1), UpdateKind::LinkIds, vec![12]));
+        assert_eq!(nr.stats().get("nr.link_events_repeated"), 1);
+        assert_eq!(nr.fabric().down_links(), path(&[12]));
+        // The second deregistration is refused and counted, nothing else.
+        let dereg_msg = registration(true, &fqdn, id(2));
+        nr.handle_message(at(30), MessageType::Registration, &dereg_msg)
+            .unwrap();
+        assert_eq!(
+            nr.handle_message(at(33), MessageType::Registration, &dereg_msg),
+            Err(MessageError::Refused(Refusal::NotRegistered))
+        );
+        assert!(nr.names().is_empty());
+        assert!(sent(&mut nr).is_empty());
+        assert_eq!(nr.stats().get("nr.duplicates_ignored"), 0);
     }
 
     #[test]

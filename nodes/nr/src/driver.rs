@@ -270,6 +270,7 @@ impl Role for Nr {
                     "nr": { "at": own.at, "link_in": own.link_in, "link_out": own.link_out },
                     "nsffs": f.nsffs().map(|(id, a)| json!({
                         "nsff": id.value(), "at": a.at, "link_in": a.link_in, "link_out": a.link_out,
+                        "heard_ms": self.core.last_heard().get(&id).map(|t| t.total_millis()),
                     })).collect::<Vec<_>>(),
                     "links": f.links().map(|(from, to, id)| json!({
                         "from": from, "to": to, "id": id, "up": !f.down_links().bit(id),
