@@ -348,7 +348,10 @@ mod test {
         c.dedup_ms = 60_000;
         assert!(matches!(
             c.validate().unwrap_err(),
-            ConfigError::OutOfRange { key: "dedup_ms", .. }
+            ConfigError::OutOfRange {
+                key: "dedup_ms",
+                ..
+            }
         ));
         let mut c = cfg();
         c.links[0].from = "a b".into();

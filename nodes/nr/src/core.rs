@@ -18,8 +18,10 @@
 //! **Copies.** A lab's generated `nr_links` OR two link-disjoint paths to
 //! the NR (docs/lab.md), so every registration, path request and link event
 //! may arrive twice. A message identical, byte for byte, to one acted on
-//! within `dedup_ms` is a copy: counted `nr.duplicates_ignored` and
-//! dropped, so a path request is answered once. Copies that arrive later
+//! within `dedup_ms`, with no change to the registration table, the link
+//! states or the discovery table's purge in between, is a copy: counted
+//! `nr.duplicates_ignored` and dropped, so a path request is answered once
+//! (and a request re-asked after an update is answered again). Copies that arrive later
 //! are harmless anyway: a registration refreshes, a path request rewrites
 //! the same discovery row ((name, requester) is its key) and is answered
 //! again, a link event changes no state (`nr.link_events_repeated`), a
@@ -406,6 +408,13 @@ impl NrCore {
             self.stats.bump("nr.duplicates_ignored");
             return Ok(());
         }
+        let r = self.act(now, repr);
+        self.remember(now, msg_type, payload);
+        r
+    }
+
+    /// Act on a parsed, authenticated message that is no copy.
+    fn act(&mut self, now: Instant, repr: Repr<'_>) -> Result<(), MessageError> {
         match repr {
             Repr::Registration(m) => {
                 let fqdn = match m.tlvs.fqdn() {
@@ -417,13 +426,12 @@ impl NrCore {
                     self.try_deregister(m.hash, fqdn.as_ref(), m.nsff_id)
                         .map(|()| "nr.deregistrations")
                 } else {
-                    self.try_register(now, m.hash, fqdn, m.nsff_id)
-                        .map(|r| {
-                            if r == Registered::Refreshed {
-                                self.stats.bump("nr.registrations_refreshed");
-                            }
-                            "nr.registrations"
-                        })
+                    self.try_register(now, m.hash, fqdn, m.nsff_id).map(|r| {
+                        if r == Registered::Refreshed {
+                            self.stats.bump("nr.registrations_refreshed");
+                        }
+                        "nr.registrations"
+                    })
                 };
                 let counter = r.map_err(MessageError::Refused)?;
                 self.stats.bump(counter);
@@ -443,12 +451,9 @@ impl NrCore {
         }
     }
 
-    /// Whether `payload` repeats a message acted on within the dedup window;
-    /// if not, remember it.
+    /// Whether `payload` repeats a message acted on within the dedup window
+    /// with no change to the tables since.
     fn is_copy(&mut self, now: Instant, msg_type: MessageType, payload: &[u8]) -> bool {
-        if self.dedup_window == Duration::ZERO {
-            return false;
-        }
         while self
             .recent
             .front()
@@ -456,23 +461,33 @@ impl NrCore {
         {
             self.recent.pop_front();
         }
-        if self
-            .recent
+        self.recent
             .iter()
             .any(|s| s.msg_type == msg_type && s.payload == payload)
-        {
-            return true;
+    }
+
+    /// Remember a message acted on, to know its copies.
+    fn remember(&mut self, now: Instant, msg_type: MessageType, payload: &[u8]) {
+        if self.dedup_window == Duration::ZERO {
+            return;
         }
         if self.recent.len() >= self.limits.dedup {
             self.stats.bump("nr.dedup_untracked");
-            return false;
+            return;
         }
         self.recent.push_back(Seen {
             at: now,
             msg_type,
             payload: payload.to_vec(),
         });
-        false
+    }
+
+    /// A name, an nSFF of a name or a link state changed, or the discovery
+    /// table was purged: a message seen before may now be answered
+    /// differently (a request re-asked after an update, a flap: deregister,
+    /// register, deregister), so none is a copy any more.
+    fn tables_changed(&mut self) {
+        self.recent.clear();
     }
 
     /// Register `nsff` for the name with `hash` (and `fqdn`, if known):
@@ -520,6 +535,7 @@ impl NrCore {
                     since: now,
                 },
             );
+            self.tables_changed();
             return Ok(Registered::Added);
         };
         match (&entry.fqdn, fqdn) {
@@ -534,6 +550,7 @@ impl NrCore {
             return Err(Refusal::InstancesFull);
         }
         entry.nsffs.insert(nsff);
+        self.tables_changed();
         // Requesters of this name for whom the answer changes (the new
         // instance is closer): tell them to drop what they were told.
         let mut ids = BTreeSet::new();
@@ -597,6 +614,7 @@ impl NrCore {
         if entry.nsffs.is_empty() {
             self.names.remove(&hash);
         }
+        self.tables_changed();
         let recipients: BTreeSet<NsffId> = self
             .discovery
             .iter()
@@ -630,6 +648,7 @@ impl NrCore {
             self.stats.bump("nr.link_events_repeated");
             return Ok(false);
         }
+        self.tables_changed();
         if up {
             let mut ids = BTreeSet::new();
             let mut recipients = BTreeSet::new();
@@ -663,6 +682,7 @@ impl NrCore {
         let path = self.path_to(all.iter().copied());
         self.discovery.clear();
         self.discovery_overflow = false;
+        self.tables_changed();
         if path.is_zero() {
             return;
         }
@@ -1316,6 +1336,15 @@ mod test {
         twice(&mut nr, 100, MessageType::LinkEvent, &[12, 0]);
         assert_eq!(update(&mut nr), (to(1), UpdateKind::LinkIds, vec![12]));
         assert_eq!(nr.stats().get("nr.link_down"), 1);
+        // The update flushed nSFF1's entry; it asks again at once, the same
+        // bytes as before the link went down: a new question, answered
+        // over the detour.
+        nr.handle_message(at(105), MessageType::PathRequest, &ask)
+            .unwrap();
+        assert_eq!(
+            response(&mut nr).1,
+            Some((2, path(&[3, 14, 15, 4]), path(&[5, 13, 11, 2])))
+        );
         // A deregistration: no refusal for the copy.
         twice(
             &mut nr,
@@ -1326,7 +1355,23 @@ mod test {
         assert!(nr.names().is_empty());
         assert_eq!(nr.stats().get("nr.deregistrations"), 1);
         assert_eq!(nr.stats().get("nr.duplicates_ignored"), 4);
+        assert_eq!(nr.stats().get("nr.requests"), 3);
         assert_eq!(nr.stats().drops(), 0, "{:?}", nr.stats());
+        // Only the last message about a name or link is remembered: a flap
+        // inside the window is acted on, every step of it.
+        let reg_msg = registration(false, &fqdn, id(2));
+        let dereg_msg = registration(true, &fqdn, id(2));
+        for (ms, msg) in [(300, &reg_msg), (301, &dereg_msg), (302, &reg_msg)] {
+            nr.handle_message(at(ms), MessageType::Registration, msg)
+                .unwrap();
+        }
+        assert_eq!(nr.names()[&fqdn.hash()].nsffs, BTreeSet::from([id(2)]));
+        for (ms, state) in [(310, 1), (311, 0), (312, 1)] {
+            nr.handle_message(at(ms), MessageType::LinkEvent, &[12, state])
+                .unwrap();
+        }
+        assert_eq!(nr.fabric().down_links(), PathId::ZERO);
+        assert_eq!(nr.stats().get("nr.duplicates_ignored"), 4);
         // The window remembers at most `max_dedup` messages; beyond, a
         // message is acted on unremembered, and so is its copy.
         let mut nr = NrCore::new(&NrConfig {
@@ -1335,11 +1380,12 @@ mod test {
             ..config()
         })
         .unwrap();
-        nr.handle_message(at(0), MessageType::LinkEvent, &[12, 0])
+        let ask_2 = path_request(fqdn.hash(), id(2));
+        nr.handle_message(at(0), MessageType::PathRequest, &ask_2)
             .unwrap();
-        twice(&mut nr, 1, MessageType::LinkEvent, &[13, 0]);
+        twice(&mut nr, 1, MessageType::PathRequest, &ask);
         assert_eq!(nr.stats().get("nr.dedup_untracked"), 2);
-        assert_eq!(nr.stats().get("nr.link_events_repeated"), 1);
+        assert_eq!(nr.stats().get("nr.requests"), 3);
         assert_eq!(nr.recent.len(), 1);
     }
 
