@@ -4,7 +4,11 @@
 //! fabric link f1 - f2 is cut, its switches tell the NR, the NR tells nSFF1
 //! (a path update of the link type), and the next requests re-resolve over
 //! the detour f1 - f3 - f2 without the link being healed; healed, nSFF1 is
-//! told again and goes back to the direct path. Plain `curl
+//! told again and goes back to the direct path. The generated `nr_links`
+//! of nSFF2, f2 and f3 OR two link-disjoint paths to the NR, so during the
+//! cut the control plane from nSFF2's side keeps working: its registrations
+//! and f2's link events reach the NR over f3 (and, with the link up, every
+//! message arrives twice and the NR ignores the copy). Plain `curl
 //! http://www.example.com/` works through the lab's hosts file. The file
 //! writes only the fwd ports' `link_ids` (the NR has `fabric = "auto"`): the
 //! node files `lab up` wrote and the NR's `ctl links` show the fabric the lab
@@ -27,6 +31,9 @@ const LAB: &str = include_str!("../examples/labs/rfc8677.toml");
 /// Requests for www.example2.com in each form (proxy, by name) while the
 /// direct fabric link is cut.
 const REQUESTS: u64 = 4;
+
+/// nSFF2's `register_interval_ms` in this test.
+const REGISTER_MS: u64 = 2000;
 
 /// `curl` from the client namespace with `extra` arguments: (status, body).
 fn curl(lab: &Lab, extra: &[&str], url: &str) -> (u16, String) {
@@ -71,8 +78,19 @@ fn the_example_chain_answers_both_names_and_reroutes_around_a_cut_link() {
         return;
     }
     let name = lab_name('x', 'r');
-    let toml = LAB.replacen("name = \"rfc8677\"", &format!("name = \"{name}\""), 1);
-    assert_ne!(toml, LAB, "the example's name line changed");
+    // nSFF2 registers every 2 s instead of every 30 s: the NR must hear one
+    // during the cut.
+    let toml = LAB
+        .replacen("name = \"rfc8677\"", &format!("name = \"{name}\""), 1)
+        .replacen(
+            "nsff_id = 2\n",
+            &format!("nsff_id = 2\nregister_interval_ms = {REGISTER_MS}\n"),
+            1,
+        );
+    assert!(
+        toml.contains(&format!("name = \"{name}\"")) && toml.contains("register_interval_ms"),
+        "the example's name or nsff_id = 2 line changed"
+    );
     let lab = Lab::up(&name, &toml);
 
     // The generated fabric, in the node files `lab up` wrote...
@@ -95,10 +113,12 @@ fn the_example_chain_answers_both_names_and_reroutes_around_a_cut_link() {
     );
     for (node, key, want) in [
         ("nsff1", "nsff", json!([3, 0])),
-        ("nsff2", "nsff", json!([5, 11, 0])),
+        // Two link-disjoint paths to f1 where there are two: direct, and
+        // over the third switch.
+        ("nsff2", "nsff", json!([5, 11, 15, 13, 0])),
         ("f1", "fwd", json!([0])),
-        ("f2", "fwd", json!([11, 0])),
-        ("f3", "fwd", json!([13, 0])),
+        ("f2", "fwd", json!([11, 15, 13, 0])),
+        ("f3", "fwd", json!([13, 14, 11, 0])),
     ] {
         let (text, v) = node_file(node);
         assert_eq!(as_json(&v[key]["nr_links"]), want, "{node}: {text}");
@@ -110,8 +130,12 @@ fn the_example_chain_answers_both_names_and_reroutes_around_a_cut_link() {
         json!({"at": "f1", "link_in": 0, "link_out": 1}),
         "{view}"
     );
+    let mut attach = view["nsffs"].clone();
+    for row in attach.as_array_mut().into_iter().flatten() {
+        row.as_object_mut().map(|r| r.remove("heard_ms"));
+    }
     assert_eq!(
-        view["nsffs"],
+        attach,
         json!([
             {"nsff": 1, "at": "f1", "link_in": 2, "link_out": 3},
             {"nsff": 2, "at": "f2", "link_in": 4, "link_out": 5},
@@ -153,6 +177,10 @@ fn the_example_chain_answers_both_names_and_reroutes_around_a_cut_link() {
         want.iter().all(|(f, ids)| last.get(*f) == Some(ids))
     });
     assert!(ok, "NR names: {last:?}");
+    // nSFF2's registrations arrive twice, over f2 - f1 and f2 - f3 - f1, a
+    // few ms apart: the NR acts on one and ignores the copy.
+    let ok = wait_until(30, || nr_counter(&lab, "nr.duplicates_ignored") >= 1);
+    assert!(ok, "no copy reached the NR: {}", lab.stats("nr"));
 
     // Explicit proxy, both names: SF1 (kernel) behind nSFF1, SF2 (host
     // node) across the fabric behind nSFF2.
@@ -211,10 +239,12 @@ fn the_example_chain_answers_both_names_and_reroutes_around_a_cut_link() {
     assert!(ok, "NR links before: {}", down(&lab));
     let nr_before = named(&lab.stats("nr"));
     let nsff1_before = named(&lab.stats("nsff1"));
+    let f2_before = named(&lab.stats("f2"));
     link_set(&lab, "br-fab", "down");
 
-    // f1 reports both directions (f2's own reports cross the cut link and
-    // are lost); the NR sends nSFF1, whose paths hold them, a type-1 update.
+    // f1 and f2 report both directions (f2's reports over f3: their copy
+    // over the cut link is lost); the NR sends nSFF1, whose paths hold
+    // them, a type-1 update.
     let ok = wait_until(30, || down(&lab) == json!([10, 11]));
     assert!(
         ok,
@@ -230,6 +260,37 @@ fn the_example_chain_answers_both_names_and_reroutes_around_a_cut_link() {
             && nr.get("nr.updates_links").copied().unwrap_or(0) >= 1,
         "NR counters after the cut: {nr:?}"
     );
+    // f2's two reports reached the NR too, over f3: as link events that
+    // changed nothing any more, or, arriving within `dedup_ms` of f1's
+    // byte-identical ones, as copies. With one path to the NR (or none
+    // over f3) the NR hears f1's two alone, and no copy of anything.
+    let mut f2 = BTreeMap::new();
+    let mut nr = BTreeMap::new();
+    let ok = wait_until(30, || {
+        f2 = delta(&f2_before, &named(&lab.stats("f2")));
+        nr = delta(&nr_before, &named(&lab.stats("nr")));
+        let count = |k: &str| nr.get(k).copied().unwrap_or(0);
+        f2.get("fwd.link_events_out").copied().unwrap_or(0) >= 2
+            && count("nr.link_down") + count("nr.duplicates_ignored") >= 4
+    });
+    assert!(ok, "f2's link events at the NR: f2 {f2:?}; NR {nr:?}");
+    // nSFF2's registrations keep reaching the NR: it hears nSFF2 after
+    // having seen the cut, over f2 - f3 - f1.
+    let heard_at_cut = heard_ms(&lab, 2);
+    let regs2 = nsff2_registrations(&lab);
+    let mut heard = heard_at_cut;
+    let ok = wait_until(30, || {
+        heard = heard_ms(&lab, 2);
+        heard > heard_at_cut && nsff2_registrations(&lab) > regs2
+    });
+    assert!(
+        ok,
+        "NR last heard nSFF2 at {heard:?} ms (at the cut {heard_at_cut:?}); nsff2 sent {} \
+         registrations (at the cut {regs2}); NR {}",
+        nsff2_registrations(&lab),
+        lab.stats("nr")
+    );
+    assert_eq!(down(&lab), json!([10, 11]), "the link healed by itself");
     // The update reaches nSFF1 and flushes its cached path; only requests
     // issued after that must succeed.
     let mut nsff1 = BTreeMap::new();
@@ -304,6 +365,29 @@ fn the_example_chain_answers_both_names_and_reroutes_around_a_cut_link() {
         "f3 still forwards after the direct link came back"
     );
     lab.down();
+}
+
+/// The NR's counter `name`.
+fn nr_counter(lab: &Lab, name: &str) -> u64 {
+    named(&lab.stats("nr")).get(name).copied().unwrap_or(0)
+}
+
+/// When the NR last heard a registration or path request from nSFF `id`
+/// (its clock, ms), from `ctl links`.
+fn heard_ms(lab: &Lab, id: u64) -> Option<u64> {
+    lab.ctl("nr", &["links"])["nsffs"]
+        .as_array()?
+        .iter()
+        .find(|n| n["nsff"] == id)?["heard_ms"]
+        .as_u64()
+}
+
+/// Registrations nSFF2 has sent.
+fn nsff2_registrations(lab: &Lab) -> u64 {
+    named(&lab.stats("nsff2"))
+        .get("nsff.registrations_sent")
+        .copied()
+        .unwrap_or(0)
 }
 
 /// Whether `node`'s switch port `port` sees its link up.

@@ -19,9 +19,13 @@
 //!   outgoing bits only): an nSFF's own `link_out` is used, else the
 //!   smallest link ID no one uses is allocated (the NR first, then nSFFs by
 //!   `nsff_id`);
-//! - `nr_links` is the endpoint's `link_out`, the fwd links of the shortest
-//!   path to the NR's fwd node (breadth first, links tried in increasing ID
-//!   order, as the NR does) and the NR's `link_in`.
+//! - `nr_links` is the endpoint's `link_out`, the fwd links of up to two
+//!   link-disjoint paths to the NR's fwd node, OR-ed, and the NR's `link_in`
+//!   (see `routes_to_nr`): a frame to the NR travels both, so where the
+//!   topology has two such paths one cut fabric link (a segment: both its
+//!   directions) does not silence a node's registrations, path requests or
+//!   link events. A second path whose union with the first could loop is
+//!   not taken.
 //!
 //! Everything inconsistent or ambiguous is an error naming node, port and
 //! line, before anything is created.
@@ -29,6 +33,9 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use anyhow::{bail, Context as _, Result};
+
+/// A directed link between two fwd nodes: from, to, link ID.
+type Link = (String, String, u8);
 
 /// The `[node.config]` key that asks for generation (role `nr` only).
 pub(crate) const KEY: &str = "fabric";
@@ -286,7 +293,10 @@ pub(crate) fn generate(text: &str, nodes: &[NodeView<'_>]) -> Result<Vec<Option<
     }
 
     // Segments: at most two members; pairs become links or attachments.
-    let mut links: Vec<(String, String, u8)> = Vec::new();
+    let mut links: Vec<Link> = Vec::new();
+    // Each fabric link's opposite direction (the same segment, the same two
+    // ports): a cut takes both, and a fwd never sends back out of a port.
+    let mut reverse: BTreeMap<u8, u8> = BTreeMap::new();
     // Endpoint node → (its fabric port, the fwd port it sits on, that port's link ID).
     let mut attached: BTreeMap<usize, (usize, Member, u8)> = BTreeMap::new();
     for (segment, members) in &by_segment {
@@ -318,6 +328,8 @@ pub(crate) fn generate(text: &str, nodes: &[NodeView<'_>]) -> Result<Vec<Option<
                     }
                     links.push((na.into(), nb.into(), port_id(a)));
                     links.push((nb.into(), na.into(), port_id(b)));
+                    reverse.insert(port_id(a), port_id(b));
+                    reverse.insert(port_id(b), port_id(a));
                 }
                 (true, false) => {
                     attached.insert(b.node, (b.port, *a, port_id(a)));
@@ -580,9 +592,9 @@ pub(crate) fn generate(text: &str, nodes: &[NodeView<'_>]) -> Result<Vec<Option<
         section.insert("attach".into(), toml::Value::Array(rows));
         made.push("attach");
     }
-    let effective_links: Vec<(String, String, u8)> = if explicit("link") {
+    let effective_links: Vec<Link> = if explicit("link") {
         kept.push("link");
-        let mut written: Vec<(String, String, u8)> = nr_cfg["link"]
+        let mut written: Vec<Link> = nr_cfg["link"]
             .as_array()
             .into_iter()
             .flatten()
@@ -596,7 +608,7 @@ pub(crate) fn generate(text: &str, nodes: &[NodeView<'_>]) -> Result<Vec<Option<
             .collect();
         written.sort_by_key(|l| l.2);
         if written != links {
-            let show = |l: &[(String, String, u8)]| {
+            let show = |l: &[Link]| {
                 l.iter()
                     .map(|(a, b, id)| format!("{a} -> {b} {id}"))
                     .collect::<Vec<_>>()
@@ -643,16 +655,20 @@ pub(crate) fn generate(text: &str, nodes: &[NodeView<'_>]) -> Result<Vec<Option<
     patches[nr] = Some(Patch { section, notes });
 
     // nr_links for the nSFFs and fwd nodes that have none.
-    let path_to_nr = |from: &str| -> Option<Vec<u8>> {
-        let mut ids = shortest(&effective_links, from, &nr_attach.at)?;
+    // The fwd links of the routes and the NR's `link_in`, and a note on
+    // how many paths they are.
+    let path_to_nr = |from: &str| -> Option<(Vec<u8>, String)> {
+        let routes = routes_to_nr(&effective_links, &reverse, from, &nr_attach.at)?;
+        let mut ids = routes.ids();
         ids.push(nr_attach.link_in);
-        Some(ids)
+        Some((ids, routes.note(&nr_attach.at)))
     };
     for n in &nsffs {
         let v = &nodes[n.node];
         let a = &nsff_attach[&n.id];
         let mut section = v.config.cloned().unwrap_or_default();
         let mut made = Vec::new();
+        let mut route_note = None;
         for (key, val) in [("link_in", a.link_in), ("link_out", a.link_out)] {
             if !section.contains_key(key) {
                 section.insert(key.into(), i64::from(val).into());
@@ -665,27 +681,28 @@ pub(crate) fn generate(text: &str, nodes: &[NodeView<'_>]) -> Result<Vec<Option<
                 .and_then(toml::Value::as_integer)
                 .and_then(|i| u8::try_from(i).ok())
                 .unwrap_or(a.link_out);
-            let mut ids = vec![own_out];
-            ids.extend(path_to_nr(&a.at).with_context(|| {
+            let (path, note) = path_to_nr(&a.at).with_context(|| {
                 format!(
                     "{}: [[node]] {:?}: no fabric path from its fwd node {:?} to the NR's {:?}; \
                      give `nr_links` by hand",
                     v.at, v.name, a.at, nr_attach.at
                 )
-            })?);
+            })?;
+            let mut ids = vec![own_out];
+            ids.extend(path);
             section.insert("nr_links".into(), ids_value(&ids));
             made.push("nr_links");
+            route_note = Some(format!("[nsff] nr_links: {note}"));
         }
         if !made.is_empty() {
-            patches[n.node] = Some(Patch {
-                section,
-                notes: vec![format!(
-                    "[nsff] {}: generated by the lab from its topology (NR {:?} has fabric = \
-                     \"auto\")",
-                    made.join(", "),
-                    nr_view.name
-                )],
-            });
+            let mut notes = vec![format!(
+                "[nsff] {}: generated by the lab from its topology (NR {:?} has fabric = \
+                 \"auto\")",
+                made.join(", "),
+                nr_view.name
+            )];
+            notes.extend(route_note);
+            patches[n.node] = Some(Patch { section, notes });
         }
     }
     for &i in link_ids.keys() {
@@ -694,18 +711,21 @@ pub(crate) fn generate(text: &str, nodes: &[NodeView<'_>]) -> Result<Vec<Option<
         if cfg.contains_key("nr_links") || cfg.contains_key("nr_path") {
             continue;
         }
-        let Some(ids) = path_to_nr(v.name) else {
+        let Some((ids, note)) = path_to_nr(v.name) else {
             continue; // a fwd node with no path to the NR reports nothing
         };
         let mut section = cfg;
         section.insert("nr_links".into(), ids_value(&ids));
         patches[i] = Some(Patch {
             section,
-            notes: vec![format!(
-                "[fwd] nr_links: generated by the lab from its topology (NR {:?} has fabric = \
-                 \"auto\")",
-                nr_view.name
-            )],
+            notes: vec![
+                format!(
+                    "[fwd] nr_links: generated by the lab from its topology (NR {:?} has \
+                     fabric = \"auto\")",
+                    nr_view.name
+                ),
+                format!("[fwd] nr_links: {note}"),
+            ],
         });
     }
     Ok(patches)
@@ -730,13 +750,182 @@ fn attach_table(a: &Attach, nsff: Option<u8>) -> toml::Table {
     t
 }
 
+/// How a node's frames reach the NR's fwd node: the fwd links of one path,
+/// or of two that share no segment, OR-ed into its `nr_links`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Routes {
+    /// A shortest path's link IDs, in order (empty: the node is the NR's
+    /// fwd node, or an endpoint on it).
+    first: Vec<u8>,
+    /// A second path using neither direction of any of `first`'s links.
+    second: Option<Vec<u8>>,
+    /// Copies of each frame that reach the end over the OR of the two (1
+    /// with one path; 2 if the paths share no node).
+    copies: usize,
+}
+
+impl Routes {
+    /// The link IDs of both paths, the first's before the second's.
+    fn ids(&self) -> Vec<u8> {
+        self.first
+            .iter()
+            .chain(self.second.iter().flatten())
+            .copied()
+            .collect()
+    }
+
+    /// For the node file: how many paths, and which links.
+    fn note(&self, to: &str) -> String {
+        let show = |p: &[u8]| p.iter().map(u8::to_string).collect::<Vec<_>>().join(", ");
+        match &self.second {
+            _ if self.first.is_empty() => format!("on the NR's fwd node {to:?}"),
+            Some(second) => format!(
+                "two link-disjoint paths to the NR's fwd node {to:?} (links {} | {}): the NR \
+                 gets each message {} times",
+                show(&self.first),
+                show(second),
+                self.copies
+            ),
+            None => format!(
+                "one path to the NR's fwd node {to:?} (links {}): the topology has no second \
+                 one that shares no link with it and loops nowhere",
+                show(&self.first)
+            ),
+        }
+    }
+}
+
+/// The routes from fwd node `from` to fwd node `to` over directed `links`
+/// (`reverse`: each link's opposite direction, on the same segment).
+///
+/// The first is [`shortest`]. The second is the shortest path that uses
+/// neither direction of any of the first's links, so one cut segment
+/// leaves a path (both directions of a segment fail together). OR-ed into
+/// one pathID the two multicast (SPEC §1.1: a fwd sends a frame out of
+/// every port but the one it came in on whose link bit is set), so a copy
+/// may follow any walk over the union of their links, not only the two
+/// paths. Two link-disjoint paths can cross: if the second visits two nodes
+/// of the first in the opposite order, the union holds a cycle, and copies
+/// circle until the hop limit (64) ends them, each round sending the NR
+/// another copy. So the second path is kept only if [`copies`] finds no
+/// cycle in the union; else the shortest path avoiding the first's links
+/// *and its inner nodes* is taken, whose union cannot cycle (the start has
+/// no incoming link in it, the end no outgoing one, and every other node
+/// is on exactly one path with one outgoing link); else there is one path.
+/// Deterministic: every search tries links in increasing ID order.
+fn routes_to_nr(
+    links: &[Link],
+    reverse: &BTreeMap<u8, u8>,
+    from: &str,
+    to: &str,
+) -> Option<Routes> {
+    let first = shortest(links, from, to)?;
+    if first.is_empty() {
+        return Some(Routes {
+            first,
+            second: None,
+            copies: 1,
+        });
+    }
+    let mut avoid: BTreeSet<u8> = first.iter().copied().collect();
+    avoid.extend(first.iter().filter_map(|id| reverse.get(id)));
+    let inner: BTreeSet<&str> = links
+        .iter()
+        .filter(|(_, b, id)| first.contains(id) && b != to)
+        .map(|(_, b, _)| b.as_str())
+        .collect();
+    let with_copies = |second: Vec<u8>| {
+        let union: BTreeSet<u8> = first.iter().chain(&second).copied().collect();
+        Some((second, copies(links, reverse, &union, from, to)?))
+    };
+    let second = shortest_avoiding(links, from, to, &avoid, &BTreeSet::new())
+        .and_then(with_copies)
+        .or_else(|| shortest_avoiding(links, from, to, &avoid, &inner).and_then(with_copies));
+    let (second, copies) = match second {
+        Some((path, n)) => (Some(path), n),
+        None => (None, 1),
+    };
+    Some(Routes {
+        first,
+        second,
+        copies,
+    })
+}
+
+/// How many copies of a frame that fwd node `from` sends over the links
+/// `ids` reach fwd node `to`, forwarding as a fwd does (out of every port
+/// but the ingress one whose link is in `ids`); `None` if a copy can go
+/// round a cycle (then only the hop limit ends it).
+fn copies(
+    links: &[Link],
+    reverse: &BTreeMap<u8, u8>,
+    ids: &BTreeSet<u8>,
+    from: &str,
+    to: &str,
+) -> Option<usize> {
+    /// A copy at `node`, having come in over link `via`.
+    type State<'a> = (&'a str, Option<u8>);
+    fn walk<'a>(
+        out: &BTreeMap<&'a str, Vec<(u8, &'a str)>>,
+        reverse: &BTreeMap<u8, u8>,
+        to: &str,
+        at: State<'a>,
+        on_stack: &mut BTreeSet<State<'a>>,
+        done: &mut BTreeMap<State<'a>, usize>,
+    ) -> Option<usize> {
+        if let Some(&n) = done.get(&at) {
+            return Some(n);
+        }
+        if !on_stack.insert(at) {
+            return None;
+        }
+        let (node, via) = at;
+        let ingress = via.and_then(|l| reverse.get(&l).copied());
+        let mut n = usize::from(node == to);
+        for &(id, next) in out.get(node).into_iter().flatten() {
+            if Some(id) != ingress {
+                n += walk(out, reverse, to, (next, Some(id)), on_stack, done)?;
+            }
+        }
+        on_stack.remove(&at);
+        done.insert(at, n);
+        Some(n)
+    }
+    let mut out: BTreeMap<&str, Vec<(u8, &str)>> = BTreeMap::new();
+    for (a, b, id) in links.iter().filter(|l| ids.contains(&l.2)) {
+        out.entry(a.as_str()).or_default().push((*id, b.as_str()));
+    }
+    walk(
+        &out,
+        reverse,
+        to,
+        (from, None),
+        &mut BTreeSet::new(),
+        &mut BTreeMap::new(),
+    )
+}
+
 /// Link IDs of a shortest path `from → to` over directed `links`
 /// (breadth first, each node's links tried in increasing ID order: the
 /// NR's own choice, `nodes/nr/src/fabric.rs`).
-fn shortest(links: &[(String, String, u8)], from: &str, to: &str) -> Option<Vec<u8>> {
+fn shortest(links: &[Link], from: &str, to: &str) -> Option<Vec<u8>> {
+    shortest_avoiding(links, from, to, &BTreeSet::new(), &BTreeSet::new())
+}
+
+/// [`shortest`] without the links `avoid_links` and without passing
+/// through the nodes `avoid_nodes`.
+fn shortest_avoiding(
+    links: &[Link],
+    from: &str,
+    to: &str,
+    avoid_links: &BTreeSet<u8>,
+    avoid_nodes: &BTreeSet<&str>,
+) -> Option<Vec<u8>> {
     let mut out: BTreeMap<&str, Vec<(u8, &str)>> = BTreeMap::new();
     for (a, b, id) in links {
-        out.entry(a).or_default().push((*id, b));
+        if !avoid_links.contains(id) && !avoid_nodes.contains(b.as_str()) {
+            out.entry(a).or_default().push((*id, b));
+        }
     }
     for v in out.values_mut() {
         v.sort();
@@ -768,7 +957,10 @@ fn shortest(links: &[(String, String, u8)], from: &str, to: &str) -> Option<Vec<
 
 #[cfg(test)]
 mod test {
+    use std::collections::{BTreeMap, BTreeSet};
+
     use super::super::file::{parse, Lab};
+    use super::{copies, routes_to_nr, Link};
 
     const RFC8677: &str = include_str!("../../examples/labs/rfc8677.toml");
 
@@ -879,10 +1071,10 @@ id = 15
         assert_eq!(ids(&n1, "nr_links"), [3, 0]);
         let n2 = section(&lab, "nsff2");
         assert_eq!((&n2["link_in"], &n2["link_out"]), (&4.into(), &5.into()));
-        assert_eq!(ids(&n2, "nr_links"), [5, 11, 0]);
+        assert_eq!(ids(&n2, "nr_links"), [5, 11, 15, 13, 0]);
         assert_eq!(ids(&section(&lab, "f1"), "nr_links"), [0]);
-        assert_eq!(ids(&section(&lab, "f2"), "nr_links"), [11, 0]);
-        assert_eq!(ids(&section(&lab, "f3"), "nr_links"), [13, 0]);
+        assert_eq!(ids(&section(&lab, "f2"), "nr_links"), [11, 15, 13, 0]);
+        assert_eq!(ids(&section(&lab, "f3"), "nr_links"), [13, 14, 11, 0]);
         // Nodes off the fabric are untouched.
         assert_eq!(section(&lab, "sf2")["instance"].as_str(), Some("sf2"));
     }
@@ -915,7 +1107,7 @@ id = 15
         // The nSFFs' generated keys follow the NR's written rows.
         let n2 = section(&lab, "nsff2");
         assert_eq!(n2["link_out"].as_integer(), Some(5));
-        assert_eq!(ids(&n2, "nr_links"), [5, 11, 0]);
+        assert_eq!(ids(&n2, "nr_links"), [5, 11, 15, 13, 0]);
         // Written tables are checked against the topology.
         let bad = explicit.replace("nsff_id = 2\n", "nsff_id = 2\nlink_out = 9\n");
         let e = err(&bad);
@@ -1061,6 +1253,233 @@ id = 15
             e.contains("\"nsff2\"") && e.contains("`fabric_port`"),
             "{e}"
         );
+    }
+
+    /// A lab of fwd nodes `f1`, `f2`, ... joined by `edges` (a, b, link ID
+    /// a → b, link ID b → a), the NR on `nr_at`, nSFF 1 on `nsff_at`. Their
+    /// ports toward the NR and the nSFF send link IDs 100 and 101; the
+    /// NR's and the nSFF's `link_out` are allocated: 0 and 1.
+    fn fabric_lab(edges: &[(u8, u8, u8, u8)], nr_at: u8, nsff_at: u8) -> String {
+        let mut fwds: BTreeMap<u8, Vec<(String, u8)>> = BTreeMap::new();
+        for &(a, b, ab, ba) in edges {
+            fwds.entry(a).or_default().push((format!("f{a}f{b}"), ab));
+            fwds.entry(b).or_default().push((format!("f{a}f{b}"), ba));
+        }
+        fwds.entry(nr_at).or_default().push(("nrs".into(), 100));
+        fwds.entry(nsff_at).or_default().push(("n1".into(), 101));
+        let mut segments: BTreeSet<String> = ["nrs", "n1", "sfs"].map(String::from).into();
+        let mut text = String::from("name = \"gen\"\n");
+        let mut nodes = String::new();
+        for (f, ports) in &fwds {
+            nodes += &format!("[[node]]\nname = \"f{f}\"\nrole = \"fwd\"\n");
+            for (seg, _) in ports {
+                segments.insert(seg.clone());
+                nodes += &format!("[[node.port]]\nsegment = \"{seg}\"\n");
+            }
+            let ids: Vec<String> = ports.iter().map(|p| p.1.to_string()).collect();
+            nodes += &format!(
+                "[node.config]\nnode_id = {f}\nlink_ids = [{}]\n\n",
+                ids.join(", ")
+            );
+        }
+        for seg in &segments {
+            text += &format!("[[segment]]\nname = \"{seg}\"\n");
+        }
+        text + &nodes
+            + "[[node]]\nname = \"nr\"\nrole = \"nr\"\n[[node.port]]\nsegment = \"nrs\"\n\
+               addrs = [\"10.0.9.1/24\"]\n[node.config]\nrest_port = 0\nfabric = \"auto\"\n\n\
+               [[node]]\nname = \"nsff1\"\nrole = \"nsff\"\n[[node.port]]\nsegment = \"n1\"\n\
+               [[node.port]]\nsegment = \"sfs\"\naddrs = [\"10.0.2.1/24\"]\n[node.config]\n\
+               nsff_id = 1\n[[node.config.sf]]\nfqdn = \"www.example.com\"\naddr = \
+               \"10.0.2.10\"\n"
+    }
+
+    /// The generated fabric of `lab`: its directed links (from the NR's
+    /// `[[link]]` rows) and each link's opposite direction.
+    fn generated_links(lab: &Lab) -> (Vec<Link>, BTreeMap<u8, u8>) {
+        let nr = section(lab, "nr");
+        let links: Vec<Link> = nr["link"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| {
+                (
+                    l["from"].as_str().unwrap().to_owned(),
+                    l["to"].as_str().unwrap().to_owned(),
+                    l["id"].as_integer().unwrap() as u8,
+                )
+            })
+            .collect();
+        let reverse = links
+            .iter()
+            .map(|(a, b, id)| {
+                let back = links.iter().find(|(c, d, _)| c == b && d == a).unwrap();
+                (*id, back.2)
+            })
+            .collect();
+        (links, reverse)
+    }
+
+    /// Copies of a frame from fwd node `from` over `node`'s generated
+    /// `nr_links` that reach the NR's fwd node `to`; `None`: a loop.
+    fn copies_of(lab: &Lab, node: &str, from: &str, to: &str) -> Option<usize> {
+        let (links, reverse) = generated_links(lab);
+        let ids: BTreeSet<u8> = ids(&section(lab, node), "nr_links")
+            .into_iter()
+            .map(|i| i as u8)
+            .collect();
+        copies(&links, &reverse, &ids, from, to)
+    }
+
+    fn note_of(lab: &Lab, node: &str) -> String {
+        let n = lab.nodes.iter().find(|n| n.name == node).unwrap();
+        n.config_text
+            .lines()
+            .find(|l| l.contains("] nr_links: ") && !l.contains("generated by"))
+            .unwrap_or_else(|| panic!("{node}: no route note: {}", n.config_text))
+            .to_owned()
+    }
+
+    #[test]
+    fn a_triangle_gives_two_link_disjoint_paths_or_ed() {
+        // The shipped example: f1 ─ f2 direct, f1 ─ f3 ─ f2; the NR on f1.
+        let lab = parse(RFC8677, "rfc8677.toml").unwrap();
+        // nSFF2 on f2: link_out 5, f2 → f1 (11), then f2 → f3 → f1 (15,
+        // 13), the NR's link_in 0.
+        assert_eq!(ids(&section(&lab, "nsff2"), "nr_links"), [5, 11, 15, 13, 0]);
+        assert_eq!(ids(&section(&lab, "f2"), "nr_links"), [11, 15, 13, 0]);
+        assert_eq!(ids(&section(&lab, "f3"), "nr_links"), [13, 14, 11, 0]);
+        // On the NR's fwd node: nothing to route around.
+        assert_eq!(ids(&section(&lab, "nsff1"), "nr_links"), [3, 0]);
+        assert_eq!(ids(&section(&lab, "f1"), "nr_links"), [0]);
+        // Forwarded as a fwd does, each message reaches f1 exactly twice.
+        assert_eq!(copies_of(&lab, "nsff2", "f2", "f1"), Some(2));
+        assert_eq!(copies_of(&lab, "f3", "f3", "f1"), Some(2));
+        assert!(note_of(&lab, "nsff2").contains("two link-disjoint paths"));
+        assert!(note_of(&lab, "nsff2").contains("each message 2 times"));
+        assert!(note_of(&lab, "f3").contains("(links 13 | 14, 11)"));
+        assert!(note_of(&lab, "f1").contains("on the NR's fwd node"));
+        // Cut f1 ─ f2 (both directions): nSFF2's second path still holds.
+        let left: Vec<u8> = [5, 11, 15, 13, 0]
+            .into_iter()
+            .filter(|l| ![10, 11].contains(l))
+            .collect();
+        let (links, reverse) = generated_links(&lab);
+        let cut = BTreeSet::from_iter(left.iter().copied());
+        assert_eq!(copies(&links, &reverse, &cut, "f2", "f1"), Some(1));
+    }
+
+    #[test]
+    fn a_line_gives_one_path() {
+        // f3 ─ f2 ─ f1, the NR on f1, the nSFF on f3: no second path.
+        let lab = parse(
+            &fabric_lab(&[(1, 2, 10, 11), (2, 3, 12, 13)], 1, 3),
+            "x.toml",
+        )
+        .unwrap();
+        assert_eq!(ids(&section(&lab, "nsff1"), "nr_links"), [1, 13, 11, 100]);
+        assert_eq!(ids(&section(&lab, "f2"), "nr_links"), [11, 100]);
+        assert_eq!(copies_of(&lab, "nsff1", "f3", "f1"), Some(1));
+        assert!(
+            note_of(&lab, "nsff1").contains("one path"),
+            "{}",
+            note_of(&lab, "nsff1")
+        );
+    }
+
+    #[test]
+    fn a_square_gives_two_paths_and_no_loop() {
+        //   f1 ──10/11── f2
+        //   │             │
+        // 16/17         12/13
+        //   │             │
+        //   f4 ──15/14── f3      the NR on f1, the nSFF on f3
+        let square = [
+            (1, 2, 10, 11),
+            (2, 3, 12, 13),
+            (3, 4, 14, 15),
+            (4, 1, 16, 17),
+        ];
+        let lab = parse(&fabric_lab(&square, 1, 3), "x.toml").unwrap();
+        // Shortest f3 → f2 → f1 (13, 11: f3's links tried by ID), then the
+        // other side f3 → f4 → f1 (14, 16).
+        assert_eq!(
+            ids(&section(&lab, "nsff1"), "nr_links"),
+            [1, 13, 11, 14, 16, 100]
+        );
+        assert_eq!(ids(&section(&lab, "f2"), "nr_links"), [11, 12, 14, 16, 100]);
+        assert_eq!(ids(&section(&lab, "f4"), "nr_links"), [16, 15, 13, 11, 100]);
+        // Every node's frames reach f1 exactly twice: no walk over the
+        // OR-ed links loops (the hop limit never has to end one).
+        for (node, at) in [("nsff1", "f3"), ("f2", "f2"), ("f3", "f3"), ("f4", "f4")] {
+            assert_eq!(copies_of(&lab, node, at, "f1"), Some(2), "{node}");
+        }
+    }
+
+    #[test]
+    fn a_second_path_that_would_loop_is_not_taken() {
+        // A kite: the shortest a → u → v → b, and the only path avoiding
+        // its links a → c → v → d → u → e → b visits v before u. OR-ed,
+        // u → v → d → u is a cycle: a fwd at u sends a copy from d on to v
+        // (not its ingress port), v on to d, and so on until the hop limit.
+        let mut links = Vec::new();
+        let mut reverse = BTreeMap::new();
+        for (a, b, ab, ba) in [
+            ("a", "u", 1, 2),
+            ("u", "v", 3, 4),
+            ("v", "b", 5, 6),
+            ("a", "c", 7, 8),
+            ("c", "v", 9, 10),
+            ("v", "d", 11, 12),
+            ("d", "u", 13, 14),
+            ("u", "e", 15, 16),
+            ("e", "b", 17, 18),
+        ] {
+            links.push((a.to_owned(), b.to_owned(), ab));
+            links.push((b.to_owned(), a.to_owned(), ba));
+            reverse.insert(ab, ba);
+            reverse.insert(ba, ab);
+        }
+        links.sort_by_key(|l| l.2);
+        let crossing = BTreeSet::from([1, 3, 5, 7, 9, 11, 13, 15, 17]);
+        assert_eq!(copies(&links, &reverse, &crossing, "a", "b"), None);
+        // So the generator keeps the shortest path alone (no second path
+        // avoids its links and its inner nodes u, v).
+        let r = routes_to_nr(&links, &reverse, "a", "b").unwrap();
+        assert_eq!(
+            (r.first.as_slice(), r.second.as_ref()),
+            (&[1, 3, 5][..], None)
+        );
+        // A bow tie (a ⇉ x ⇉ b through p, q and r, s): link-disjoint paths
+        // that share x do not loop; x multiplies the copies (2 × 2).
+        let mut links = Vec::new();
+        let mut reverse = BTreeMap::new();
+        for (a, b, ab, ba) in [
+            ("a", "p", 1, 2),
+            ("p", "x", 3, 4),
+            ("a", "q", 5, 6),
+            ("q", "x", 7, 8),
+            ("x", "r", 9, 10),
+            ("r", "b", 11, 12),
+            ("x", "s", 13, 14),
+            ("s", "b", 15, 16),
+        ] {
+            links.push((a.to_owned(), b.to_owned(), ab));
+            links.push((b.to_owned(), a.to_owned(), ba));
+            reverse.insert(ab, ba);
+            reverse.insert(ba, ab);
+        }
+        links.sort_by_key(|l| l.2);
+        let r = routes_to_nr(&links, &reverse, "a", "b").unwrap();
+        assert_eq!(r.ids(), [1, 3, 9, 11, 5, 7, 13, 15]);
+        assert_eq!(r.copies, 4);
+        assert!(
+            r.note("b").contains("each message 4 times"),
+            "{}",
+            r.note("b")
+        );
+        let union = r.ids().into_iter().collect();
+        assert_eq!(copies(&links, &reverse, &union, "a", "b"), Some(4));
     }
 
     #[test]
