@@ -177,8 +177,9 @@ fn the_example_chain_answers_both_names_and_reroutes_around_a_cut_link() {
         want.iter().all(|(f, ids)| last.get(*f) == Some(ids))
     });
     assert!(ok, "NR names: {last:?}");
-    // nSFF2's registrations arrive twice, over f2 - f1 and f2 - f3 - f1, a
-    // few ms apart: the NR acts on one and ignores the copy.
+    // What nSFF2, f2 and f3 send the NR arrives twice (over f2 - f1 and
+    // f2 - f3 - f1, or f3 - f1 and f3 - f2 - f1), a few ms apart: the NR
+    // acts on one and ignores the copy.
     let ok = wait_until(30, || nr_counter(&lab, "nr.duplicates_ignored") >= 1);
     assert!(ok, "no copy reached the NR: {}", lab.stats("nr"));
 
