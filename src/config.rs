@@ -259,8 +259,9 @@ pub(crate) fn port_config(node: &str, index: usize, p: &PortFile) -> Result<Port
 }
 
 /// 64 bits from the system's random source, for smoltcp's random numbers
-/// (initial sequence numbers differ across restarts of the same node).
-fn fresh_seed() -> Result<u64> {
+/// (initial sequence numbers differ across restarts of the same node) and
+/// the nSFF's first transaction ID.
+pub(crate) fn fresh_seed() -> Result<u64> {
     use ring::rand::SecureRandom;
     let mut b = [0; 8];
     ring::rand::SystemRandom::new()

@@ -324,6 +324,9 @@ fn run(
             if cfg.state_file.is_none() {
                 cfg.state_file = state_dir.map(|d| d.join("sfs.json"));
             }
+            // Not the IDs of an earlier run, which peers may still hold as
+            // closed: a random start among the 2^24 counters.
+            cfg.first_txn = config::fresh_seed()? as u32;
             let role = svcroute_nsff::Nsff::new(cfg)
                 .map_err(|e| anyhow::anyhow!("{}: [nsff]: {e}", path.display()))?;
             run_node(&f, role, pcap, ctl)

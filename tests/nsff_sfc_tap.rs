@@ -377,6 +377,12 @@ addrs = ["10.0.3.30/24"]
     let r = last.unwrap();
     assert!(ok, "{r:?}");
     assert_eq!(r.instance().as_deref(), Some("kern"), "{r:?}");
+    // And across the fabric at once: the restarted nSFF1 starts its
+    // transaction IDs at a random counter, not at 0 again, where nSFF2
+    // still remembered them as closed and the first transactions hung.
+    let r = curl(&lab, "www.relayed.example", "/after");
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.instance().as_deref(), Some("sf2"), "{r:?}");
     lab.down();
     let mut nsff1 = nsff1;
     let _ = nsff1.wait();

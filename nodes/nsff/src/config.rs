@@ -123,6 +123,12 @@ pub struct NsffConfig {
     /// `DIR/sfs.json`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub state_file: Option<PathBuf>,
+    /// The first transaction counter (not a config key: the process picks
+    /// a random one at start; 0 in tests). A restarted nSFF that began at
+    /// 0 again reused IDs its peers still remember as closed (their
+    /// `closed_memory`), and its transactions to them hung.
+    #[serde(skip)]
+    pub first_txn: u32,
     /// Requests with neither an `NSH` header nor a matching classifier
     /// rule are answered 421 (else routed by their own name). Default
     /// false.
@@ -164,6 +170,7 @@ impl Default for NsffConfig {
             sf_rest_port: 8080,
             max_sfs: 256,
             state_file: None,
+            first_txn: 0,
             sfc_required: false,
             classifier: Vec::new(),
             transport: TransportConfig::default(),

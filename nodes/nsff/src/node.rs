@@ -543,7 +543,7 @@ impl Nsff {
             }
             None => None,
         };
-        let ep = Endpoint::new(me, cfg.transport.clone(), 0)?;
+        let ep = Endpoint::new(me, cfg.transport.clone(), cfg.first_txn)?;
         let classifier = cfg.classifier()?;
         let cache = PathCache::new(me, cfg.nr_path(), cfg.cache.clone(), None)?;
         let classic = Classic::new(cfg.nnlm()?, cfg.classic.clone());
@@ -1429,8 +1429,14 @@ impl Nsff {
                                 break;
                             }
                             Ok(Some(n)) => {
-                                c.wbuf.extend_from_slice(&tmp[..n]);
                                 let w = watch_response(&mut c.rdec, &mut final_head, &tmp[..n]);
+                                // Bytes after the response's framing would
+                                // answer the client's next request.
+                                let keep = w.end.unwrap_or(n);
+                                c.wbuf.extend_from_slice(&tmp[..keep]);
+                                if keep < n {
+                                    cx.stats.add("nsff.bytes_after_response", (n - keep) as u64);
+                                }
                                 c.close_after |= w.close;
                                 progress = true;
                                 if w.complete && finished {
@@ -2329,6 +2335,7 @@ fn streaming() -> Limits {
 /// the final (not 1xx) head has been seen.
 fn watch_response(dec: &mut ResponseDecoder, final_head: &mut bool, mut bytes: &[u8]) -> Watched {
     let mut w = Watched::default();
+    let mut seen = 0;
     loop {
         let Ok((n, ev)) = dec.decode(bytes) else {
             w.close = true;
@@ -2346,9 +2353,11 @@ fn watch_response(dec: &mut ResponseDecoder, final_head: &mut bool, mut bytes: &
             Decoded::End if *final_head => {
                 *final_head = false;
                 w.complete = true;
+                w.end.get_or_insert(seen + n);
             }
             _ => {}
         }
+        seen += n;
         bytes = &bytes[n..];
         // `End` may come after the last body byte, consuming nothing: ask
         // once more; `NeedMore` says everything was seen.
@@ -2366,6 +2375,8 @@ struct Watched {
     close: bool,
     /// The final response ended, by its own framing.
     complete: bool,
+    /// Where in the bytes it ended: what follows is not the client's.
+    end: Option<usize>,
 }
 
 /// Replace the absolute-form `target` in the request line at the start of
@@ -2945,6 +2956,27 @@ mod tests {
             assert!(a.close || b.close, "cut {cut}");
             assert!(!a.complete && b.complete, "cut {cut}");
         }
+    }
+
+    #[test]
+    fn watched_responses_say_where_they_end() {
+        let first = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok".as_slice();
+        let chunked =
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n".as_slice();
+        for r in [first, chunked] {
+            let mut extra = r.to_vec();
+            extra.extend_from_slice(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nforge");
+            let mut d = ResponseDecoder::new(Limits::default());
+            let w = watch_response(&mut d, &mut false, &extra);
+            assert!(w.complete);
+            assert_eq!(w.end, Some(r.len()), "{}", String::from_utf8_lossy(r));
+        }
+        // Not complete yet: no end.
+        let mut d = ResponseDecoder::new(Limits::default());
+        assert_eq!(
+            watch_response(&mut d, &mut false, &first[..first.len() - 1]).end,
+            None
+        );
     }
 
     #[test]

@@ -77,11 +77,13 @@ pub(crate) fn wait_readable(fds: &[RawFd], timeout: Option<Duration>) -> io::Res
 
 /// Whether a failed `ppoll` was only interrupted. Besides `EINTR`, a
 /// tracer (gdb calling a function in the node, `strace -p` attaching) can
-/// make the kernel's internal restart codes (`ERESTARTSYS` 512 ..
-/// `ERESTART_RESTARTBLOCK` 516) reach user space; they mean "try again",
-/// not "the node is broken".
+/// make the kernel's internal restart codes (`ERESTARTSYS` 512,
+/// `ERESTARTNOINTR` 513, `ERESTARTNOHAND` 514, `ERESTART_RESTARTBLOCK` 516;
+/// 515 is `ENOIOCTLCMD`, not one of them) reach user space; they mean "try
+/// again", not "the node is broken".
 fn interrupted(e: &io::Error) -> bool {
-    e.kind() == io::ErrorKind::Interrupted || matches!(e.raw_os_error(), Some(512..=516))
+    e.kind() == io::ErrorKind::Interrupted
+        || matches!(e.raw_os_error(), Some(512 | 513 | 514 | 516))
 }
 
 const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
@@ -267,10 +269,10 @@ mod tests {
 
     #[test]
     fn restart_codes_are_interruptions_not_failures() {
-        for code in [libc::EINTR, 512, 514, 516] {
+        for code in [libc::EINTR, 512, 513, 514, 516] {
             assert!(interrupted(&io::Error::from_raw_os_error(code)), "{code}");
         }
-        for code in [libc::EBADF, libc::EINVAL, 511, 517] {
+        for code in [libc::EBADF, libc::EINVAL, 511, 515, 517] {
             assert!(!interrupted(&io::Error::from_raw_os_error(code)), "{code}");
         }
     }
