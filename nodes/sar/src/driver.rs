@@ -817,6 +817,11 @@ impl SarNode {
                     "proxy_port": f.proxy_port,
                     "ingress": f.ingress.to_string(),
                     "direct": f.direct,
+                    "state": match f.state {
+                        proxy::FlowState::Open => "open",
+                        proxy::FlowState::Closed(proxy::CloseCause::Fin) => "closed_fin",
+                        proxy::FlowState::Closed(proxy::CloseCause::Rst) => "closed_rst",
+                    },
                     "idle_ms": (now - f.last).total_millis(),
                 })
             })

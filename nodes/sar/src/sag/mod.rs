@@ -71,6 +71,9 @@ pub struct GatewayConfig {
     pub max_flows: usize,
     /// Seconds a proxied flow may be idle.
     pub flow_idle_s: u64,
+    /// Seconds a proxied TCP flow is kept after its connection closed
+    /// (FIN both ways, or RST), counted from its last packet.
+    pub flow_linger_s: u64,
     /// Proxy ports `[low, high]` (the SAG's ports toward servers).
     pub proxy_ports: [u16; 2],
     /// Ask `_rosa.<name>` first: its AAAA is the SAG of the ROSA domain
@@ -96,6 +99,7 @@ impl Default for GatewayConfig {
             max_waiting: 256,
             max_flows: 4096,
             flow_idle_s: 120,
+            flow_linger_s: proxy::DEFAULT_LINGER_S,
             proxy_ports: [40_000, 59_999],
             rosa_domains: true,
             udp_encap: false,
@@ -210,6 +214,13 @@ impl GatewayConfig {
             86_400,
             "1..=86400",
         )?;
+        range(
+            "gateway.flow_linger_s",
+            self.flow_linger_s,
+            1,
+            3600,
+            "1..=3600",
+        )?;
         let [lo, hi] = self.proxy_ports;
         if lo < 1024 || hi < lo || (lo..=hi).contains(&DNS_LOCAL_PORT) || (lo..=hi).contains(&7470)
         {
@@ -249,6 +260,7 @@ impl GatewayConfig {
             proxy: ProxyConfig {
                 max_flows: self.max_flows,
                 idle: Duration::from_secs(self.flow_idle_s),
+                linger: Duration::from_secs(self.flow_linger_s),
                 port_min: lo,
                 port_max: hi,
             },
@@ -432,7 +444,7 @@ impl Gateway {
         }
     }
 
-    /// Timers: DNS retries and failures, idle flows.
+    /// Timers: DNS retries and failures, idle and closed flows.
     pub fn handle_timeout(&mut self, now: Instant) -> Vec<Done> {
         self.proxy.expire(now);
         let idle = self.handover_idle;

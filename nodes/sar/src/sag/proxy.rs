@@ -15,9 +15,25 @@
 //!
 //! A flow is keyed by (protocol, client, client port, service port) on the
 //! client side and by (protocol, proxy port) on the server side; the proxy
-//! port is unique per protocol among live flows. Flows idle for `idle` are
-//! forgotten; at `max_flows` idle ones go first, else the new flow is
-//! refused (`drop.sag.flows_full`). Addresses are changed with
+//! port is unique per protocol among live flows.
+//!
+//! A TCP flow ends with its connection. The proxy sees every segment both
+//! ways, so it follows each side's FIN and whether the other side
+//! acknowledged it, and RSTs in either direction (in the window of the
+//! side that receives them, so a blind one does not end the flow):
+//!
+//! ```text
+//!   Open ── both FINs acknowledged ──► Closed(Fin) ─┐ kept `linger` after
+//!     └──── an in-window RST ────────► Closed(Rst) ─┘ its last packet, then gone
+//! ```
+//!
+//! A closed flow still translates (a retransmitted FIN or ACK, a late
+//! RST) until it is gone; a new SYN from the same client port (another
+//! initial sequence number) replaces it with a new flow and proxy port.
+//! UDP flows, and TCP flows that never close, are forgotten after `idle`
+//! without a packet. At `max_flows`, expired flows go first, then the
+//! closed flow seen last longest ago, else the new flow is refused
+//! (`drop.sag.flows_full`). Addresses are changed with
 //! [`edit::rewrite_addr`], ports with an RFC 1624 update of the TCP/UDP
 //! checksum ([`edit::checksum_update`]), so every checksum stays valid
 //! without being recomputed.
@@ -26,7 +42,7 @@ use std::collections::HashMap;
 use std::net::{IpAddr, Ipv6Addr};
 
 use smoltcp::time::{Duration, Instant};
-use smoltcp::wire::IpProtocol;
+use smoltcp::wire::{IpProtocol, TcpOption, TcpPacket};
 use svcroute_stack::shim::edit::{self, AddrField, Fragment, Layout};
 use svcroute_stack::wire::ipv6opt::{OptionRepr, OptionType};
 use svcroute_stack::wire::rosa::{Entry, FlowPort, Message, MessageKind, ServiceName};
@@ -40,6 +56,8 @@ pub struct ProxyConfig {
     pub max_flows: usize,
     /// A flow idle this long is forgotten.
     pub idle: Duration,
+    /// A closed TCP flow is forgotten this long after its last packet.
+    pub linger: Duration,
     /// Lowest proxy (SAG-side) port.
     pub port_min: u16,
     /// Highest proxy port.
@@ -51,11 +69,16 @@ impl Default for ProxyConfig {
         Self {
             max_flows: 4096,
             idle: Duration::from_secs(120),
+            linger: Duration::from_secs(DEFAULT_LINGER_S),
             port_min: 40_000,
             port_max: 59_999,
         }
     }
 }
+
+/// The default of [`ProxyConfig::linger`], in seconds: room for a few
+/// retransmissions of the last FIN or ACK (RTOs of one second and more).
+pub const DEFAULT_LINGER_S: u64 = 15;
 
 /// The client side of a flow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -87,6 +110,61 @@ pub struct Flow {
     pub direct: bool,
     /// Last packet either way.
     pub last: Instant,
+    /// Open, or closed and lingering.
+    pub state: FlowState,
+    /// What the proxy follows of the TCP connection (unused for UDP).
+    tcp: Track,
+}
+
+/// Where a flow is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlowState {
+    /// Carrying traffic. UDP flows stay here until they are idle.
+    Open,
+    /// The TCP connection ended; the flow still translates until it has
+    /// been quiet for [`ProxyConfig::linger`].
+    Closed(CloseCause),
+}
+
+/// How a TCP connection ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CloseCause {
+    /// Both sides sent a FIN and each was acknowledged.
+    Fin,
+    /// An RST, from either side.
+    Rst,
+}
+
+/// What the proxy follows of one side of a TCP connection.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Half {
+    /// The sequence number after the last octet (SYN and FIN count) this
+    /// side sent; `None` before its first segment.
+    nxt: Option<u32>,
+    /// The window it last advertised, scaled.
+    window: u32,
+    /// The window scale of its SYN (RFC 7323 §2.2).
+    wscale: u8,
+    /// The sequence number after its FIN, once it sent one.
+    fin: Option<u32>,
+    /// The other side acknowledged that FIN.
+    fin_acked: bool,
+}
+
+/// Both sides of a TCP connection.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Track {
+    /// The initial sequence number of the client's SYN.
+    isn: Option<u32>,
+    client: Half,
+    server: Half,
+}
+
+/// Which end of the flow sent a segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum From {
+    Client,
+    Server,
 }
 
 /// What the proxy did with a packet addressed to the SAG.
@@ -115,7 +193,8 @@ pub struct Request {
 
 /// The flow table. Call order: [`Self::request`] for a Service Request the
 /// SAG proxies, [`Self::plain`] for any other TCP/UDP packet addressed to
-/// the SAG, [`Self::expire`] at [`Self::poll_timeout`].
+/// the SAG, [`Self::expire`] at [`Self::poll_timeout`] (earlier or later
+/// calls are harmless).
 #[derive(Debug)]
 pub struct Proxy {
     cfg: ProxyConfig,
@@ -157,9 +236,13 @@ impl Proxy {
             return Verdict::NotOurs;
         };
         let src = addr(frame, layout.ip_offset + 8);
+        let seg = segment(frame, &layout);
         if let Some(f) = self.flows.get(&(proto, dport)) {
             if f.server == src && f.key.service_port == sport {
                 let v = self.server_to_client(now, frame, proto, dport);
+                if let (Verdict::Forward, Some(seg)) = (v, seg) {
+                    self.observe(now, (proto, dport), From::Server, &seg);
+                }
                 return self.count(v, "sag.proxy_to_client");
             }
         }
@@ -171,31 +254,41 @@ impl Proxy {
         };
         if let Some(&port) = self.by_client.get(&key) {
             let v = self.client_to_server(now, frame, proto, port);
+            if let (Verdict::Forward, Some(seg)) = (v, seg) {
+                self.observe(now, (proto, port), From::Client, &seg);
+            }
             return self.count(v, "sag.proxy_to_server");
         }
         Verdict::NotOurs
     }
 
-    /// Forget flows idle for the configured time.
+    /// Forget open flows idle for [`ProxyConfig::idle`] and closed ones
+    /// quiet for [`ProxyConfig::linger`], freeing their proxy ports.
     pub fn expire(&mut self, now: Instant) {
-        let idle = self.cfg.idle;
-        let before = self.flows.len();
+        let cfg = &self.cfg;
         let by_client = &mut self.by_client;
+        let mut idle = 0;
         self.flows.retain(|_, f| {
-            let keep = f.last + idle > now;
+            let keep = f.last + cfg.limit(f.state) > now;
             if !keep {
                 by_client.remove(&f.key);
+                if f.state == FlowState::Open {
+                    idle += 1;
+                }
             }
             keep
         });
-        self.tally
-            .add("sag.proxy_flow_expired", (before - self.flows.len()) as u64);
+        // Closed flows were counted when they closed.
+        self.tally.add("sag.proxy_flow_expired", idle);
     }
 
-    /// When the next flow goes idle.
+    /// When the next flow is due to be forgotten.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.flows.values().map(|f| f.last + self.cfg.idle).min()
+        self.flows
+            .values()
+            .map(|f| f.last + self.cfg.limit(f.state))
+            .min()
     }
 
     /// The flows.
@@ -240,6 +333,15 @@ impl Proxy {
             client_port: sport,
             service_port: dport,
         };
+        let seg = segment(frame, &layout);
+        if let Some(&old) = self.by_client.get(&key) {
+            if self.is_new_connection(old, key.proto, seg.as_ref()) {
+                // The client reuses its port after the connection closed:
+                // a new flow (and proxy port), not the lingering one.
+                self.remove((key.proto, old));
+                self.tally.bump("sag.proxy_flow_reopened");
+            }
+        }
         let port = match self.by_client.get(&key).copied() {
             Some(p) => p,
             None => match self.open(now, key, req) {
@@ -271,15 +373,104 @@ impl Proxy {
             *frame = orig;
             return Verdict::Drop("drop.sag.proxy_edit_failed");
         }
+        if let Some(seg) = seg {
+            self.observe(now, (proto, port), From::Client, &seg);
+        }
         Verdict::Forward
+    }
+
+    /// A request on the client key of flow `port` opens a new TCP
+    /// connection: the flow has closed and this SYN is not its first one
+    /// again (another initial sequence number).
+    fn is_new_connection(&self, port: u16, proto: IpProtocol, seg: Option<&Segment>) -> bool {
+        let (Some(f), Some(seg)) = (self.flows.get(&(proto, port)), seg) else {
+            return false;
+        };
+        matches!(f.state, FlowState::Closed(_))
+            && seg.syn
+            && !seg.ack
+            && f.tcp.isn != Some(seg.seq)
+    }
+
+    /// Forget one flow (its proxy port is free again).
+    fn remove(&mut self, key: (IpProtocol, u16)) -> Option<Flow> {
+        let f = self.flows.remove(&key)?;
+        self.by_client.remove(&f.key);
+        Some(f)
+    }
+
+    /// Follow a TCP segment the proxy forwarded on flow `key`: FINs and
+    /// their acknowledgements, RSTs; close the flow when its connection
+    /// ends.
+    fn observe(&mut self, now: Instant, key: (IpProtocol, u16), from: From, seg: &Segment) {
+        let Some(f) = self.flows.get_mut(&key) else {
+            return;
+        };
+        if f.state != FlowState::Open {
+            // Retransmissions and late RSTs of a closed flow: translated
+            // (that is why it lingers), nothing more to learn.
+            return;
+        }
+        let t = &mut f.tcp;
+        let (me, peer) = match from {
+            From::Client => (&mut t.client, &mut t.server),
+            From::Server => (&mut t.server, &mut t.client),
+        };
+        if seg.rst {
+            if !rst_acceptable(me, peer, seg) {
+                // Not in the receiver's window: the endpoint will ignore
+                // it too (RFC 5961 §3), so the flow lives on.
+                self.tally.bump("sag.proxy_rst_ignored");
+                return;
+            }
+            f.state = FlowState::Closed(CloseCause::Rst);
+            f.last = now;
+            self.tally.bump("sag.proxy_flow_closed_rst");
+            return;
+        }
+        if seg.syn {
+            if from == From::Client {
+                t.isn.get_or_insert(seg.seq);
+            }
+            me.wscale = seg.wscale.unwrap_or(0).min(14);
+        }
+        let end = seg.seq.wrapping_add(seg.len);
+        if me.nxt.is_none_or(|n| seq_gt(end, n)) {
+            me.nxt = Some(end);
+        }
+        // The window of a SYN is never scaled (RFC 7323 §2.2).
+        let shift = if seg.syn { 0 } else { me.wscale };
+        me.window = u32::from(seg.window) << shift;
+        if seg.fin && me.fin.is_none() {
+            me.fin = Some(end);
+        }
+        if seg.ack {
+            if let Some(fin) = peer.fin {
+                if !seq_gt(fin, seg.ack_no) {
+                    peer.fin_acked = true;
+                }
+            }
+        }
+        if t.client.fin_acked && t.server.fin_acked {
+            f.state = FlowState::Closed(CloseCause::Fin);
+            self.tally.bump("sag.proxy_flow_closed_fin");
+        }
     }
 
     fn open(&mut self, now: Instant, key: ClientKey, req: &Request) -> Option<u16> {
         if self.flows.len() >= self.cfg.max_flows {
             self.expire(now);
-            if self.flows.len() >= self.cfg.max_flows {
-                return None;
-            }
+        }
+        if self.flows.len() >= self.cfg.max_flows {
+            // Cut the linger of the closed flow quiet the longest.
+            let oldest = self
+                .flows
+                .iter()
+                .filter(|(_, f)| f.state != FlowState::Open)
+                .min_by_key(|(_, f)| f.last)
+                .map(|(k, _)| *k)?;
+            self.remove(oldest);
+            self.tally.bump("sag.proxy_flow_linger_cut");
         }
         let span = u32::from(self.cfg.port_max - self.cfg.port_min) + 1;
         let mut port = None;
@@ -306,6 +497,8 @@ impl Proxy {
                 service: req.service.clone(),
                 direct: false,
                 last: now,
+                state: FlowState::Open,
+                tcp: Track::default(),
             },
         );
         self.by_client.insert(key, port);
@@ -398,10 +591,86 @@ impl Proxy {
     }
 }
 
+impl ProxyConfig {
+    /// How long a flow in `state` may go without a packet.
+    const fn limit(&self, state: FlowState) -> Duration {
+        match state {
+            FlowState::Open => self.idle,
+            FlowState::Closed(_) => self.linger,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Side {
     Src,
     Dst,
+}
+
+/// The facts of a TCP segment the proxy follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Segment {
+    seq: u32,
+    ack_no: u32,
+    syn: bool,
+    ack: bool,
+    fin: bool,
+    rst: bool,
+    window: u16,
+    /// The Window Scale option (a SYN's).
+    wscale: Option<u8>,
+    /// Sequence space it takes: payload, SYN and FIN.
+    len: u32,
+}
+
+/// The TCP segment of a whole packet, if it is one and well-formed.
+fn segment(frame: &[u8], l: &Layout) -> Option<Segment> {
+    if l.upper_protocol != IpProtocol::Tcp || l.fragment != Fragment::Whole {
+        return None;
+    }
+    let p = TcpPacket::new_checked(frame.get(l.upper_offset..l.ip_end)?).ok()?;
+    let mut wscale = None;
+    let mut opts = p.options();
+    while !opts.is_empty() {
+        let Ok((rest, opt)) = TcpOption::parse(opts) else {
+            break;
+        };
+        match opt {
+            TcpOption::WindowScale(s) => wscale = Some(s),
+            TcpOption::EndOfList => break,
+            _ => {}
+        }
+        opts = rest;
+    }
+    Some(Segment {
+        seq: p.seq_number().0 as u32,
+        ack_no: p.ack_number().0 as u32,
+        syn: p.syn(),
+        ack: p.ack(),
+        fin: p.fin(),
+        rst: p.rst(),
+        window: p.window_len(),
+        wscale,
+        len: p.segment_len() as u32,
+    })
+}
+
+/// `a` is after `b` in sequence space (RFC 793 §3.3, modulo 2^32).
+const fn seq_gt(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) > 0
+}
+
+/// An RST from the side `me` would be taken by `peer` (RFC 5961 §3.2,
+/// loosely: the proxy may have missed segments lost before it): its
+/// sequence number is in the window `peer` last advertised, from the
+/// point `me` reached. An RST before `me` sent anything answers `peer`'s
+/// SYN and must acknowledge it (RFC 793 SYN-SENT).
+fn rst_acceptable(me: &Half, peer: &Half, seg: &Segment) -> bool {
+    let Some(nxt) = me.nxt else {
+        return seg.ack && peer.nxt == Some(seg.ack_no);
+    };
+    let window = peer.window.max(u32::from(u16::MAX));
+    seg.seq.wrapping_sub(nxt) <= window
 }
 
 /// (protocol, source port, destination port) of a whole TCP or UDP packet.
@@ -475,13 +744,49 @@ pub(crate) mod tests {
         dport: u16,
         rosa: Option<&Message>,
     ) -> Vec<u8> {
+        segment_frame(
+            (src, sport),
+            (dst, dport),
+            &Seg {
+                flags: SYN,
+                seq: 0x0102_0304,
+                ..Seg::default()
+            },
+            rosa,
+        )
+    }
+
+    const FIN: u8 = 0x01;
+    const SYN: u8 = 0x02;
+    const RST: u8 = 0x04;
+    const ACK: u8 = 0x10;
+
+    /// A TCP segment of a test: flags, numbers, payload.
+    #[derive(Debug, Clone, Default)]
+    struct Seg {
+        flags: u8,
+        seq: u32,
+        ack: u32,
+        data: &'static [u8],
+    }
+
+    /// An Ethernet frame: IPv6 `src → dst`, optional ROSA option, then the
+    /// TCP segment `s` (window 0xffff) with a correct checksum.
+    fn segment_frame(
+        (src, sport): (Ipv6Addr, u16),
+        (dst, dport): (Ipv6Addr, u16),
+        s: &Seg,
+        rosa: Option<&Message>,
+    ) -> Vec<u8> {
         let mut tcp = vec![0u8; 20];
         tcp[0..2].copy_from_slice(&sport.to_be_bytes());
         tcp[2..4].copy_from_slice(&dport.to_be_bytes());
-        tcp[4..8].copy_from_slice(&0x0102_0304u32.to_be_bytes());
+        tcp[4..8].copy_from_slice(&s.seq.to_be_bytes());
+        tcp[8..12].copy_from_slice(&s.ack.to_be_bytes());
         tcp[12] = 5 << 4;
-        tcp[13] = 0x02; // SYN
+        tcp[13] = s.flags;
         tcp[14..16].copy_from_slice(&0xffffu16.to_be_bytes());
+        tcp.extend_from_slice(s.data);
         let sum = l4_sum(src, dst, 6, &tcp);
         tcp[16..18].copy_from_slice(&sum.to_be_bytes());
         let mut f = vec![0x02, 0, 0, 0, 0, 1, 0x02, 0, 0, 0, 0, 2, 0x86, 0xdd];
@@ -647,6 +952,7 @@ pub(crate) mod tests {
             idle: Duration::from_secs(10),
             port_min: 40000,
             port_max: 40001,
+            ..ProxyConfig::default()
         };
         let mut p = Proxy::new(cfg, SAG);
         for cport in [1, 2] {
@@ -677,5 +983,286 @@ pub(crate) mod tests {
         let mut p = Proxy::new(ProxyConfig::default(), SAG);
         assert_eq!(p.plain(t(0), &mut f), Verdict::NotOurs);
         assert!(matches!(p.request(t(0), &mut f, &req()), Verdict::Drop(_)));
+    }
+
+    // ---- TCP flows that end with their connection ------------------
+
+    const CPORT: u16 = 51000;
+    const ISN: u32 = 1000;
+    const SISN: u32 = 5000;
+
+    fn seg(flags: u8, seq: u32, ack: u32) -> Seg {
+        Seg {
+            flags,
+            seq,
+            ack,
+            data: &[],
+        }
+    }
+
+    /// The client's plain segment `s` to the SAG, translated.
+    fn from_client(p: &mut Proxy, now: Instant, s: Seg) -> Verdict {
+        let mut f = segment_frame((CLIENT, CPORT), (SAG, 80), &s, None);
+        p.plain(now, &mut f)
+    }
+
+    /// The server's segment `s` to proxy port `port`, translated.
+    fn from_server(p: &mut Proxy, now: Instant, port: u16, s: Seg) -> Verdict {
+        let mut f = segment_frame((SERVER, 80), (SAG, port), &s, None);
+        p.plain(now, &mut f)
+    }
+
+    /// The client's SYN (initial sequence number `isn`) as a request.
+    fn syn_request(p: &mut Proxy, now: Instant, isn: u32, r: &Request) -> Verdict {
+        let mut f = segment_frame(
+            (SARI, CPORT),
+            (SAG, 80),
+            &seg(SYN, isn, 0),
+            Some(&request_msg()),
+        );
+        p.request(now, &mut f, r)
+    }
+
+    /// Handshake and one exchange of data (3 octets up, 5 down): the
+    /// flow's proxy port. Client next sends `ISN + 4`, server `SISN + 6`.
+    #[track_caller]
+    fn established(p: &mut Proxy, now: Instant) -> u16 {
+        assert_eq!(syn_request(p, now, ISN, &req()), Verdict::Forward);
+        let port = p.flows().next().unwrap().proxy_port;
+        let fwd = Verdict::Forward;
+        assert_eq!(from_server(p, now, port, seg(SYN | ACK, SISN, ISN + 1)), fwd);
+        assert_eq!(from_client(p, now, seg(ACK, ISN + 1, SISN + 1)), fwd);
+        let get = Seg {
+            data: b"GET",
+            ..seg(ACK, ISN + 1, SISN + 1)
+        };
+        assert_eq!(from_client(p, now, get), fwd);
+        let ok = Seg {
+            data: b"200ok",
+            ..seg(ACK, SISN + 1, ISN + 4)
+        };
+        assert_eq!(from_server(p, now, port, ok), fwd);
+        assert_eq!(p.flows().next().unwrap().state, FlowState::Open);
+        port
+    }
+
+    fn state(p: &Proxy) -> Option<FlowState> {
+        p.flows().next().map(|f| f.state)
+    }
+
+    fn count(p: &Proxy, name: &str) -> u64 {
+        p.counters().get(name).copied().unwrap_or(0)
+    }
+
+    #[test]
+    fn a_tcp_flow_closes_after_both_fins_are_acknowledged_either_side_first() {
+        for client_first in [true, false] {
+            let mut p = Proxy::new(ProxyConfig::default(), SAG);
+            let port = established(&mut p, t(0));
+            let (c, s) = (ISN + 4, SISN + 6);
+            let fwd = Verdict::Forward;
+            if client_first {
+                assert_eq!(from_client(&mut p, t(1), seg(FIN | ACK, c, s)), fwd);
+                assert_eq!(state(&p), Some(FlowState::Open), "half closed");
+                assert_eq!(from_server(&mut p, t(1), port, seg(ACK, s, c + 1)), fwd);
+                assert_eq!(
+                    from_server(&mut p, t(1), port, seg(FIN | ACK, s, c + 1)),
+                    fwd
+                );
+                assert_eq!(state(&p), Some(FlowState::Open), "last ACK outstanding");
+                assert_eq!(from_client(&mut p, t(2), seg(ACK, c + 1, s + 1)), fwd);
+            } else {
+                assert_eq!(from_server(&mut p, t(1), port, seg(FIN | ACK, s, c)), fwd);
+                // The client's FIN acknowledges the server's in passing.
+                assert_eq!(from_client(&mut p, t(1), seg(FIN | ACK, c, s + 1)), fwd);
+                assert_eq!(state(&p), Some(FlowState::Open), "last ACK outstanding");
+                assert_eq!(
+                    from_server(&mut p, t(2), port, seg(ACK, s + 1, c + 1)),
+                    fwd
+                );
+            }
+            assert_eq!(state(&p), Some(FlowState::Closed(CloseCause::Fin)));
+            assert_eq!(count(&p, "sag.proxy_flow_closed_fin"), 1);
+            // A retransmitted FIN still translates, and restarts the linger.
+            assert_eq!(from_server(&mut p, t(5), port, seg(FIN | ACK, s, c + 1)), fwd);
+            assert_eq!(p.poll_timeout(), Some(t(5 + DEFAULT_LINGER_S)));
+            p.expire(t(5 + DEFAULT_LINGER_S - 1));
+            assert_eq!(p.flows().count(), 1, "lingering");
+            p.expire(t(5 + DEFAULT_LINGER_S));
+            assert_eq!(p.flows().count(), 0, "gone after the linger");
+            assert_eq!(count(&p, "sag.proxy_flow_expired"), 0, "not an idle end");
+            assert_eq!(count(&p, "sag.proxy_flow_closed_fin"), 1, "counted once");
+            // Gone: nothing of it translates any more.
+            let late = from_server(&mut p, t(30), port, seg(ACK, s + 1, c + 1));
+            assert_eq!(late, Verdict::NotOurs);
+            assert_eq!(from_client(&mut p, t(30), seg(ACK, c + 1, s + 1)), Verdict::NotOurs);
+        }
+    }
+
+    #[test]
+    fn a_rst_from_either_side_closes_the_flow_and_a_late_one_still_translates() {
+        let (c, s) = (ISN + 4, SISN + 6);
+        for client_resets in [true, false] {
+            let mut p = Proxy::new(ProxyConfig::default(), SAG);
+            let port = established(&mut p, t(0));
+            let v = if client_resets {
+                from_client(&mut p, t(1), seg(RST | ACK, c, s))
+            } else {
+                from_server(&mut p, t(1), port, seg(RST, s, 0))
+            };
+            assert_eq!(v, Verdict::Forward, "the RST itself is translated");
+            assert_eq!(state(&p), Some(FlowState::Closed(CloseCause::Rst)));
+            // A late RST (the other side's answer to a segment in flight).
+            let late = if client_resets {
+                from_server(&mut p, t(2), port, seg(RST, s, 0))
+            } else {
+                from_client(&mut p, t(2), seg(RST, c, 0))
+            };
+            assert_eq!(late, Verdict::Forward);
+            assert_eq!(count(&p, "sag.proxy_flow_closed_rst"), 1);
+            p.expire(t(2 + DEFAULT_LINGER_S));
+            assert_eq!(p.flows().count(), 0);
+        }
+    }
+
+    #[test]
+    fn a_rst_out_of_the_window_or_before_an_answer_does_not_end_the_flow() {
+        let mut p = Proxy::new(ProxyConfig::default(), SAG);
+        let port = established(&mut p, t(0));
+        // A blind RST far from where the server is.
+        let blind = from_server(&mut p, t(1), port, seg(RST, SISN + 0x1000_0000, 0));
+        assert_eq!(blind, Verdict::Forward, "the endpoint decides; we only watch");
+        assert_eq!(state(&p), Some(FlowState::Open));
+        assert_eq!(count(&p, "sag.proxy_rst_ignored"), 1);
+        // A server refusing the SYN: RST+ACK acknowledging it closes.
+        let mut p = Proxy::new(ProxyConfig::default(), SAG);
+        assert_eq!(syn_request(&mut p, t(0), ISN, &req()), Verdict::Forward);
+        let wrong = from_server(&mut p, t(0), 40000, seg(RST | ACK, 0, ISN + 7));
+        assert_eq!(wrong, Verdict::Forward);
+        assert_eq!(state(&p), Some(FlowState::Open), "does not acknowledge the SYN");
+        let refused = from_server(&mut p, t(0), 40000, seg(RST | ACK, 0, ISN + 1));
+        assert_eq!(refused, Verdict::Forward);
+        assert_eq!(state(&p), Some(FlowState::Closed(CloseCause::Rst)));
+    }
+
+    #[test]
+    fn data_after_the_close_translates_while_lingering_then_is_not_ours() {
+        let mut p = Proxy::new(ProxyConfig::default(), SAG);
+        let port = established(&mut p, t(0));
+        let (c, s) = (ISN + 4, SISN + 6);
+        assert_eq!(from_client(&mut p, t(1), seg(RST, c, 0)), Verdict::Forward);
+        let data = Seg {
+            data: b"more",
+            ..seg(ACK, c, s)
+        };
+        assert_eq!(from_client(&mut p, t(2), data.clone()), Verdict::Forward);
+        assert_eq!(
+            state(&p),
+            Some(FlowState::Closed(CloseCause::Rst)),
+            "data does not reopen a closed flow"
+        );
+        p.expire(t(2 + DEFAULT_LINGER_S));
+        // To the SAG's own stack, which resets it.
+        assert_eq!(from_client(&mut p, t(20), data), Verdict::NotOurs);
+        assert_eq!(
+            from_server(&mut p, t(20), port, seg(ACK, s, c)),
+            Verdict::NotOurs
+        );
+    }
+
+    #[test]
+    fn a_new_syn_on_a_closed_flow_opens_a_new_one_even_for_another_service() {
+        let mut p = Proxy::new(ProxyConfig::default(), SAG);
+        let port = established(&mut p, t(0));
+        assert_eq!(port, 40000);
+        let (c, s) = (ISN + 4, SISN + 6);
+        assert_eq!(from_client(&mut p, t(1), seg(RST, c, s)), Verdict::Forward);
+        // The first SYN again (a stray retransmission): the same flow.
+        assert_eq!(syn_request(&mut p, t(2), ISN, &req()), Verdict::Forward);
+        assert_eq!(p.flows().count(), 1);
+        assert_eq!(state(&p), Some(FlowState::Closed(CloseCause::Rst)));
+        // A new connection from the same port to another service: a new
+        // flow on the next proxy port, not a key clash.
+        let other = Request {
+            service: "other.example".parse().unwrap(),
+            server: "fd00:e::81".parse().unwrap(),
+            ..req()
+        };
+        assert_eq!(syn_request(&mut p, t(3), ISN + 9999, &other), Verdict::Forward);
+        let flows: Vec<&Flow> = p.flows().collect();
+        assert_eq!(flows.len(), 1, "the closed flow is replaced");
+        assert_eq!(flows[0].proxy_port, 40001);
+        assert_eq!(flows[0].state, FlowState::Open);
+        assert_eq!(flows[0].server, other.server);
+        assert_eq!(count(&p, "sag.proxy_flow_reopened"), 1);
+        assert_eq!(count(&p, "drop.sag.proxy_key_clash"), 0);
+        assert_eq!(count(&p, "sag.proxy_flow_opened"), 2);
+        // The old proxy port is free: the old server's answers are not ours.
+        assert_eq!(
+            from_server(&mut p, t(3), port, seg(ACK, s, c)),
+            Verdict::NotOurs
+        );
+        // While the new flow is open, another service on the port clashes.
+        assert_eq!(
+            syn_request(&mut p, t(4), ISN + 20000, &req()),
+            Verdict::Drop("drop.sag.proxy_key_clash")
+        );
+    }
+
+    #[test]
+    fn a_closed_flows_port_is_reused_and_its_linger_is_cut_at_the_cap() {
+        let cfg = ProxyConfig {
+            max_flows: 1,
+            port_min: 40000,
+            port_max: 40000,
+            ..ProxyConfig::default()
+        };
+        let mut p = Proxy::new(cfg, SAG);
+        let port = established(&mut p, t(0));
+        assert_eq!(from_client(&mut p, t(1), seg(RST, ISN + 4, 0)), Verdict::Forward);
+        // Another client port at the cap: the lingering flow makes room,
+        // and its port (the only one) serves the new flow.
+        let mut f = segment_frame(
+            (SARI, CPORT + 1),
+            (SAG, 80),
+            &seg(SYN, 77, 0),
+            Some(&request_msg()),
+        );
+        assert_eq!(p.request(t(2), &mut f, &req()), Verdict::Forward);
+        let flows: Vec<&Flow> = p.flows().collect();
+        assert_eq!(flows.len(), 1);
+        assert_eq!((flows[0].proxy_port, flows[0].key.client_port), (port, CPORT + 1));
+        assert_eq!(count(&p, "sag.proxy_flow_linger_cut"), 1);
+        // An open flow is never cut: the next one is refused.
+        let mut f = segment_frame(
+            (SARI, CPORT + 2),
+            (SAG, 80),
+            &seg(SYN, 88, 0),
+            Some(&request_msg()),
+        );
+        assert_eq!(
+            p.request(t(3), &mut f, &req()),
+            Verdict::Drop("drop.sag.flows_full")
+        );
+    }
+
+    #[test]
+    fn udp_flows_end_by_idle_only() {
+        let mut p = Proxy::new(ProxyConfig::default(), SAG);
+        let mut f = tcp(SARI, SAG, CPORT, 53, Some(&request_msg()));
+        // Make it UDP: next header 17, an 8-octet header with no checksum.
+        let l = edit::walk(&f).unwrap();
+        f[l.protocol_at] = 17;
+        f.truncate(l.upper_offset + 8);
+        let len = (f.len() - l.ip_offset - 40) as u16;
+        f[l.ip_offset + 4..l.ip_offset + 6].copy_from_slice(&len.to_be_bytes());
+        f[l.upper_offset + 4..l.upper_offset + 6].copy_from_slice(&8u16.to_be_bytes());
+        f[l.upper_offset + 6..l.upper_offset + 8].copy_from_slice(&[0, 0]);
+        assert_eq!(p.request(t(0), &mut f, &req()), Verdict::Forward);
+        assert_eq!(state(&p), Some(FlowState::Open));
+        assert_eq!(p.poll_timeout(), Some(t(120)));
+        p.expire(t(120));
+        assert_eq!(p.flows().count(), 0);
+        assert_eq!(count(&p, "sag.proxy_flow_expired"), 1);
     }
 }
