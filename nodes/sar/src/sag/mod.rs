@@ -845,6 +845,18 @@ mod tests {
         });
         assert!(e.contains("gateway.max_flows"), "{e}");
         let e = bad(GatewayConfig {
+            flow_linger_s: 0,
+            ..GatewayConfig::default()
+        });
+        assert!(e.contains("gateway.flow_linger_s"), "{e}");
+        let s = GatewayConfig {
+            flow_linger_s: 4,
+            ..GatewayConfig::default()
+        }
+        .settings(1)
+        .unwrap();
+        assert_eq!(s.proxy.linger, Duration::from_secs(4));
+        let e = bad(GatewayConfig {
             prepopulate: vec!["not a name".into()],
             ..GatewayConfig::default()
         });

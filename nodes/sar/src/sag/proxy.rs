@@ -386,10 +386,7 @@ impl Proxy {
         let (Some(f), Some(seg)) = (self.flows.get(&(proto, port)), seg) else {
             return false;
         };
-        matches!(f.state, FlowState::Closed(_))
-            && seg.syn
-            && !seg.ack
-            && f.tcp.isn != Some(seg.seq)
+        matches!(f.state, FlowState::Closed(_)) && seg.syn && !seg.ack && f.tcp.isn != Some(seg.seq)
     }
 
     /// Forget one flow (its proxy port is free again).
@@ -1030,7 +1027,10 @@ pub(crate) mod tests {
         assert_eq!(syn_request(p, now, ISN, &req()), Verdict::Forward);
         let port = p.flows().next().unwrap().proxy_port;
         let fwd = Verdict::Forward;
-        assert_eq!(from_server(p, now, port, seg(SYN | ACK, SISN, ISN + 1)), fwd);
+        assert_eq!(
+            from_server(p, now, port, seg(SYN | ACK, SISN, ISN + 1)),
+            fwd
+        );
         assert_eq!(from_client(p, now, seg(ACK, ISN + 1, SISN + 1)), fwd);
         let get = Seg {
             data: b"GET",
@@ -1076,15 +1076,15 @@ pub(crate) mod tests {
                 // The client's FIN acknowledges the server's in passing.
                 assert_eq!(from_client(&mut p, t(1), seg(FIN | ACK, c, s + 1)), fwd);
                 assert_eq!(state(&p), Some(FlowState::Open), "last ACK outstanding");
-                assert_eq!(
-                    from_server(&mut p, t(2), port, seg(ACK, s + 1, c + 1)),
-                    fwd
-                );
+                assert_eq!(from_server(&mut p, t(2), port, seg(ACK, s + 1, c + 1)), fwd);
             }
             assert_eq!(state(&p), Some(FlowState::Closed(CloseCause::Fin)));
             assert_eq!(count(&p, "sag.proxy_flow_closed_fin"), 1);
             // A retransmitted FIN still translates, and restarts the linger.
-            assert_eq!(from_server(&mut p, t(5), port, seg(FIN | ACK, s, c + 1)), fwd);
+            assert_eq!(
+                from_server(&mut p, t(5), port, seg(FIN | ACK, s, c + 1)),
+                fwd
+            );
             assert_eq!(p.poll_timeout(), Some(t(5 + DEFAULT_LINGER_S)));
             p.expire(t(5 + DEFAULT_LINGER_S - 1));
             assert_eq!(p.flows().count(), 1, "lingering");
@@ -1095,7 +1095,10 @@ pub(crate) mod tests {
             // Gone: nothing of it translates any more.
             let late = from_server(&mut p, t(30), port, seg(ACK, s + 1, c + 1));
             assert_eq!(late, Verdict::NotOurs);
-            assert_eq!(from_client(&mut p, t(30), seg(ACK, c + 1, s + 1)), Verdict::NotOurs);
+            assert_eq!(
+                from_client(&mut p, t(30), seg(ACK, c + 1, s + 1)),
+                Verdict::NotOurs
+            );
         }
     }
 
@@ -1131,7 +1134,11 @@ pub(crate) mod tests {
         let port = established(&mut p, t(0));
         // A blind RST far from where the server is.
         let blind = from_server(&mut p, t(1), port, seg(RST, SISN + 0x1000_0000, 0));
-        assert_eq!(blind, Verdict::Forward, "the endpoint decides; we only watch");
+        assert_eq!(
+            blind,
+            Verdict::Forward,
+            "the endpoint decides; we only watch"
+        );
         assert_eq!(state(&p), Some(FlowState::Open));
         assert_eq!(count(&p, "sag.proxy_rst_ignored"), 1);
         // A server refusing the SYN: RST+ACK acknowledging it closes.
@@ -1139,7 +1146,11 @@ pub(crate) mod tests {
         assert_eq!(syn_request(&mut p, t(0), ISN, &req()), Verdict::Forward);
         let wrong = from_server(&mut p, t(0), 40000, seg(RST | ACK, 0, ISN + 7));
         assert_eq!(wrong, Verdict::Forward);
-        assert_eq!(state(&p), Some(FlowState::Open), "does not acknowledge the SYN");
+        assert_eq!(
+            state(&p),
+            Some(FlowState::Open),
+            "does not acknowledge the SYN"
+        );
         let refused = from_server(&mut p, t(0), 40000, seg(RST | ACK, 0, ISN + 1));
         assert_eq!(refused, Verdict::Forward);
         assert_eq!(state(&p), Some(FlowState::Closed(CloseCause::Rst)));
@@ -1188,7 +1199,10 @@ pub(crate) mod tests {
             server: "fd00:e::81".parse().unwrap(),
             ..req()
         };
-        assert_eq!(syn_request(&mut p, t(3), ISN + 9999, &other), Verdict::Forward);
+        assert_eq!(
+            syn_request(&mut p, t(3), ISN + 9999, &other),
+            Verdict::Forward
+        );
         let flows: Vec<&Flow> = p.flows().collect();
         assert_eq!(flows.len(), 1, "the closed flow is replaced");
         assert_eq!(flows[0].proxy_port, 40001);
@@ -1219,7 +1233,10 @@ pub(crate) mod tests {
         };
         let mut p = Proxy::new(cfg, SAG);
         let port = established(&mut p, t(0));
-        assert_eq!(from_client(&mut p, t(1), seg(RST, ISN + 4, 0)), Verdict::Forward);
+        assert_eq!(
+            from_client(&mut p, t(1), seg(RST, ISN + 4, 0)),
+            Verdict::Forward
+        );
         // Another client port at the cap: the lingering flow makes room,
         // and its port (the only one) serves the new flow.
         let mut f = segment_frame(
@@ -1231,7 +1248,10 @@ pub(crate) mod tests {
         assert_eq!(p.request(t(2), &mut f, &req()), Verdict::Forward);
         let flows: Vec<&Flow> = p.flows().collect();
         assert_eq!(flows.len(), 1);
-        assert_eq!((flows[0].proxy_port, flows[0].key.client_port), (port, CPORT + 1));
+        assert_eq!(
+            (flows[0].proxy_port, flows[0].key.client_port),
+            (port, CPORT + 1)
+        );
         assert_eq!(count(&p, "sag.proxy_flow_linger_cut"), 1);
         // An open flow is never cut: the next one is refused.
         let mut f = segment_frame(
