@@ -145,6 +145,9 @@ struct Half {
     window: u32,
     /// The window scale of its SYN (RFC 7323 §2.2).
     wscale: u8,
+    /// The furthest acknowledgement it sent: where the other side's
+    /// segments must start (about its RCV.NXT).
+    acked: Option<u32>,
     /// The sequence number after its FIN, once it sent one.
     fin: Option<u32>,
     /// The other side acknowledged that FIN.
@@ -442,6 +445,9 @@ impl Proxy {
             me.fin = Some(end);
         }
         if seg.ack {
+            if me.acked.is_none_or(|a| seq_gt(seg.ack_no, a)) {
+                me.acked = Some(seg.ack_no);
+            }
             if let Some(fin) = peer.fin {
                 if !seq_gt(fin, seg.ack_no) {
                     peer.fin_acked = true;
@@ -658,16 +664,17 @@ const fn seq_gt(a: u32, b: u32) -> bool {
 }
 
 /// An RST from the side `me` would be taken by `peer` (RFC 5961 §3.2,
-/// loosely: the proxy may have missed segments lost before it): its
-/// sequence number is in the window `peer` last advertised, from the
-/// point `me` reached. An RST before `me` sent anything answers `peer`'s
-/// SYN and must acknowledge it (RFC 793 SYN-SENT).
+/// loosely, as the proxy sees `peer`'s state only through its segments):
+/// its sequence number is in the window `peer` last advertised (at least
+/// 64 KiB), from the last acknowledgement `peer` sent (or, before any,
+/// from the point `me` reached). An RST before `me` sent anything answers
+/// `peer`'s SYN and must acknowledge it (RFC 793, SYN-SENT).
 fn rst_acceptable(me: &Half, peer: &Half, seg: &Segment) -> bool {
-    let Some(nxt) = me.nxt else {
+    let Some(from) = peer.acked.or(me.nxt) else {
         return seg.ack && peer.nxt == Some(seg.ack_no);
     };
     let window = peer.window.max(u32::from(u16::MAX));
-    seg.seq.wrapping_sub(nxt) <= window
+    seg.seq.wrapping_sub(from) <= window
 }
 
 /// (protocol, source port, destination port) of a whole TCP or UDP packet.
@@ -1141,6 +1148,16 @@ pub(crate) mod tests {
         );
         assert_eq!(state(&p), Some(FlowState::Open));
         assert_eq!(count(&p, "sag.proxy_rst_ignored"), 1);
+        // One from before where the client's last ACK says it is.
+        let early = from_server(&mut p, t(1), port, seg(RST, SISN, 0));
+        assert_eq!(early, Verdict::Forward);
+        assert_eq!(state(&p), Some(FlowState::Open));
+        assert_eq!(count(&p, "sag.proxy_rst_ignored"), 2);
+        // One at the client's RCV.NXT, though the server's last 5 octets
+        // are not acknowledged yet: taken.
+        let taken = from_server(&mut p, t(1), port, seg(RST, SISN + 1, 0));
+        assert_eq!(taken, Verdict::Forward);
+        assert_eq!(state(&p), Some(FlowState::Closed(CloseCause::Rst)));
         // A server refusing the SYN: RST+ACK acknowledging it closes.
         let mut p = Proxy::new(ProxyConfig::default(), SAG);
         assert_eq!(syn_request(&mut p, t(0), ISN, &req()), Verdict::Forward);
