@@ -143,8 +143,8 @@ struct Half {
     nxt: Option<u32>,
     /// The window it last advertised, scaled.
     window: u32,
-    /// The window scale of its SYN (RFC 7323 §2.2).
-    wscale: u8,
+    /// The Window Scale option of its SYN (RFC 7323 §2.2).
+    wscale: Option<u8>,
     /// The furthest acknowledgement it sent: where the other side's
     /// segments must start (about its RCV.NXT).
     acked: Option<u32>,
@@ -165,7 +165,7 @@ struct Track {
 
 /// Which end of the flow sent a segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum From {
+enum End {
     Client,
     Server,
 }
@@ -244,7 +244,7 @@ impl Proxy {
             if f.server == src && f.key.service_port == sport {
                 let v = self.server_to_client(now, frame, proto, dport);
                 if let (Verdict::Forward, Some(seg)) = (v, seg) {
-                    self.observe(now, (proto, dport), From::Server, &seg);
+                    self.observe((proto, dport), End::Server, &seg);
                 }
                 return self.count(v, "sag.proxy_to_client");
             }
@@ -258,7 +258,7 @@ impl Proxy {
         if let Some(&port) = self.by_client.get(&key) {
             let v = self.client_to_server(now, frame, proto, port);
             if let (Verdict::Forward, Some(seg)) = (v, seg) {
-                self.observe(now, (proto, port), From::Client, &seg);
+                self.observe((proto, port), End::Client, &seg);
             }
             return self.count(v, "sag.proxy_to_server");
         }
@@ -377,7 +377,7 @@ impl Proxy {
             return Verdict::Drop("drop.sag.proxy_edit_failed");
         }
         if let Some(seg) = seg {
-            self.observe(now, (proto, port), From::Client, &seg);
+            self.observe((proto, port), End::Client, &seg);
         }
         Verdict::Forward
     }
@@ -402,7 +402,7 @@ impl Proxy {
     /// Follow a TCP segment the proxy forwarded on flow `key`: FINs and
     /// their acknowledgements, RSTs; close the flow when its connection
     /// ends.
-    fn observe(&mut self, now: Instant, key: (IpProtocol, u16), from: From, seg: &Segment) {
+    fn observe(&mut self, key: (IpProtocol, u16), from: End, seg: &Segment) {
         let Some(f) = self.flows.get_mut(&key) else {
             return;
         };
@@ -413,8 +413,8 @@ impl Proxy {
         }
         let t = &mut f.tcp;
         let (me, peer) = match from {
-            From::Client => (&mut t.client, &mut t.server),
-            From::Server => (&mut t.server, &mut t.client),
+            End::Client => (&mut t.client, &mut t.server),
+            End::Server => (&mut t.server, &mut t.client),
         };
         if seg.rst {
             if !rst_acceptable(me, peer, seg) {
@@ -424,22 +424,25 @@ impl Proxy {
                 return;
             }
             f.state = FlowState::Closed(CloseCause::Rst);
-            f.last = now;
             self.tally.bump("sag.proxy_flow_closed_rst");
             return;
         }
         if seg.syn {
-            if from == From::Client {
+            if from == End::Client {
                 t.isn.get_or_insert(seg.seq);
             }
-            me.wscale = seg.wscale.unwrap_or(0).min(14);
+            me.wscale = seg.wscale.map(|s| s.min(14));
         }
         let end = seg.seq.wrapping_add(seg.len);
         if me.nxt.is_none_or(|n| seq_gt(end, n)) {
             me.nxt = Some(end);
         }
-        // The window of a SYN is never scaled (RFC 7323 §2.2).
-        let shift = if seg.syn { 0 } else { me.wscale };
+        // Windows are scaled only once both SYNs offered it, and a SYN's
+        // window never is (RFC 7323 §2.2).
+        let shift = match (seg.syn, me.wscale, peer.wscale) {
+            (false, Some(s), Some(_)) => s,
+            _ => 0,
+        };
         me.window = u32::from(seg.window) << shift;
         if seg.fin && me.fin.is_none() {
             me.fin = Some(end);
@@ -771,6 +774,10 @@ pub(crate) mod tests {
         flags: u8,
         seq: u32,
         ack: u32,
+        /// A Window Scale option.
+        wscale: Option<u8>,
+        /// The window field (0xffff when 0).
+        window: u16,
         data: &'static [u8],
     }
 
@@ -789,7 +796,12 @@ pub(crate) mod tests {
         tcp[8..12].copy_from_slice(&s.ack.to_be_bytes());
         tcp[12] = 5 << 4;
         tcp[13] = s.flags;
-        tcp[14..16].copy_from_slice(&0xffffu16.to_be_bytes());
+        let window = if s.window == 0 { 0xffff } else { s.window };
+        tcp[14..16].copy_from_slice(&window.to_be_bytes());
+        if let Some(ws) = s.wscale {
+            tcp[12] = 6 << 4;
+            tcp.extend_from_slice(&[0x01, 0x03, 0x03, ws]); // NOP, Window Scale
+        }
         tcp.extend_from_slice(s.data);
         let sum = l4_sum(src, dst, 6, &tcp);
         tcp[16..18].copy_from_slice(&sum.to_be_bytes());
@@ -1000,7 +1012,7 @@ pub(crate) mod tests {
             flags,
             seq,
             ack,
-            data: &[],
+            ..Seg::default()
         }
     }
 
@@ -1171,6 +1183,38 @@ pub(crate) mod tests {
         let refused = from_server(&mut p, t(0), 40000, seg(RST | ACK, 0, ISN + 1));
         assert_eq!(refused, Verdict::Forward);
         assert_eq!(state(&p), Some(FlowState::Closed(CloseCause::Rst)));
+    }
+
+    #[test]
+    fn the_rst_window_is_scaled_only_when_both_syns_offer_it() {
+        for (client_ws, accepted) in [(Some(7), true), (None, false)] {
+            let mut p = Proxy::new(ProxyConfig::default(), SAG);
+            let mut f = segment_frame(
+                (SARI, CPORT),
+                (SAG, 80),
+                &Seg {
+                    wscale: client_ws,
+                    ..seg(SYN, ISN, 0)
+                },
+                Some(&request_msg()),
+            );
+            assert_eq!(p.request(t(0), &mut f, &req()), Verdict::Forward);
+            let synack = Seg {
+                wscale: Some(7),
+                ..seg(SYN | ACK, SISN, ISN + 1)
+            };
+            assert_eq!(from_server(&mut p, t(0), 40000, synack), Verdict::Forward);
+            // The client advertises 0x1000 << 7 = 512 KiB, if scaled.
+            let ack = Seg {
+                window: 0x1000,
+                ..seg(ACK, ISN + 1, SISN + 1)
+            };
+            assert_eq!(from_client(&mut p, t(0), ack), Verdict::Forward);
+            let far = from_server(&mut p, t(1), 40000, seg(RST, SISN + 1 + 300_000, 0));
+            assert_eq!(far, Verdict::Forward);
+            let closed = state(&p) == Some(FlowState::Closed(CloseCause::Rst));
+            assert_eq!(closed, accepted, "client window scale {client_ws:?}");
+        }
     }
 
     #[test]
