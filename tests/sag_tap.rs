@@ -149,6 +149,18 @@ fn example_net_through_the_sag_to_nginx_via_dnsmasq() {
     assert!(counter(&lab, "g", "sag.proxy_to_server") > 4 * direct);
     assert!(counter(&lab, "g", "sag.proxy_to_client") > 4 * direct);
     assert!(counter(&lab, "s1", "sar.response_to_client") >= 4);
+    // The four proxied connections have ended, and so have their flows:
+    // by FIN (or RST), not by the idle timeout (120 s).
+    let closed = || {
+        counter(&lab, "g", "sag.proxy_flow_closed_fin")
+            + counter(&lab, "g", "sag.proxy_flow_closed_rst")
+    };
+    assert!(
+        wait_until(10, || closed() >= 4),
+        "{}",
+        lab.ctl("g", &["sag"])
+    );
+    assert_eq!(counter(&lab, "g", "sag.proxy_flow_expired"), 0);
 
     // Plain curl in the kernel client, through its TUN shim.
     let out = lab.exec(
