@@ -43,6 +43,9 @@ use svcroute_stack::wire::rosa::{
 const SERVICE: &str = "svc.example/echo";
 const KEY: &str = "000102030405060708090a0b0c0d0e0f";
 const WRONG_KEY: &str = "ffeeddccbbaa99887766554433221100";
+mod frames;
+use frames::{insert_rosa, ipv6_addrs, ports_of, rosa_of};
+
 const ETH: usize = 14;
 
 type SarId = NodeId<Node<SimLink, SarNode>>;
@@ -70,45 +73,6 @@ fn vaddr() -> Ipv6Addr {
 }
 
 // ---- frame helpers -----------------------------------------------------
-
-fn ipv6_addrs(frame: &[u8]) -> Option<(Ipv6Addr, Ipv6Addr)> {
-    if frame.get(12..14)? != [0x86, 0xdd] || frame.len() < ETH + 40 {
-        return None;
-    }
-    let s: [u8; 16] = frame[ETH + 8..ETH + 24].try_into().ok()?;
-    let d: [u8; 16] = frame[ETH + 24..ETH + 40].try_into().ok()?;
-    Some((Ipv6Addr::from(s), Ipv6Addr::from(d)))
-}
-
-/// The ROSA message in a frame's Destination Options header, if any.
-fn rosa_of(frame: &[u8]) -> Option<Message> {
-    let layout = edit::walk(frame).ok()?;
-    let at = layout.dest_opts?;
-    let hdr = ipv6opt::Packet::new_checked(&frame[at.range]).ok()?;
-    hdr.options_iter().find_map(|o| match o {
-        Ok(OptionRepr::Rosa(d)) => Message::from_bytes(d.as_bytes()).ok(),
-        _ => None,
-    })
-}
-
-/// (protocol, source port, destination port) of a TCP or UDP packet.
-fn ports_of(frame: &[u8]) -> Option<(IpProtocol, u16, u16)> {
-    let layout = edit::walk(frame).ok()?;
-    let l4 = frame.get(layout.upper_offset..layout.upper_offset + 4)?;
-    matches!(layout.upper_protocol, IpProtocol::Tcp | IpProtocol::Udp).then(|| {
-        (
-            layout.upper_protocol,
-            u16::from_be_bytes([l4[0], l4[1]]),
-            u16::from_be_bytes([l4[2], l4[3]]),
-        )
-    })
-}
-
-fn insert_rosa(frame: &mut Vec<u8>, msg: &Message) {
-    let bytes = msg.to_bytes().unwrap();
-    let opt = OptionRepr::new(OptionType::Rosa, &bytes).unwrap();
-    edit::insert_dest_opts(frame, &[opt]).unwrap();
-}
 
 /// An announcement frame from `src` (MAC `mac`) to its SAR at `sar`
 /// (MAC `sar_mac`), signed with `key` (hex).

@@ -26,7 +26,7 @@ use simple_dns::{Packet, ResourceRecord, CLASS, QTYPE, RCODE, TYPE};
 use smoltcp::iface::SocketHandle;
 use smoltcp::socket::{tcp, udp};
 use smoltcp::time::{Duration, Instant};
-use smoltcp::wire::{IpAddress, IpEndpoint, IpListenEndpoint, IpProtocol};
+use smoltcp::wire::{IpAddress, IpEndpoint, IpListenEndpoint};
 use svcroute_sar::sag::proxy::{CloseCause, FlowState};
 use svcroute_sar::sag::Gateway;
 use svcroute_sar::{SarConfig, SarNode};
@@ -35,13 +35,13 @@ use svcroute_stack::runtime::{Context, FrameContext, Node, PortConfig, Role};
 use svcroute_stack::shim::edit::{self, AddrField};
 use svcroute_stack::shim::Verdict;
 use svcroute_stack::wire::igp::RouterId;
-use svcroute_stack::wire::ipv6opt::{self, OptionRepr, OptionType};
 use svcroute_stack::wire::rosa::{Entry, FlowPort, Message, MessageKind, ServiceName};
 
 /// Announced by nobody: only the SAG's `*` serves it.
 const SERVICE: &str = "example.net/index";
 const KEY: &str = "000102030405060708090a0b0c0d0e0f";
-const ETH: usize = 14;
+mod frames;
+use frames::{insert_rosa, ipv6_addrs, ports_of, rosa_of};
 
 type SarId = NodeId<Node<SimLink, SarNode>>;
 type ClientId = NodeId<Node<SimLink, Client>>;
@@ -71,45 +71,6 @@ fn vaddr() -> Ipv6Addr {
 }
 
 // ---- frame helpers -----------------------------------------------------
-
-fn ipv6_addrs(frame: &[u8]) -> Option<(Ipv6Addr, Ipv6Addr)> {
-    if frame.get(12..14)? != [0x86, 0xdd] || frame.len() < ETH + 40 {
-        return None;
-    }
-    let s: [u8; 16] = frame[ETH + 8..ETH + 24].try_into().ok()?;
-    let d: [u8; 16] = frame[ETH + 24..ETH + 40].try_into().ok()?;
-    Some((Ipv6Addr::from(s), Ipv6Addr::from(d)))
-}
-
-/// The ROSA message in a frame's Destination Options header, if any.
-fn rosa_of(frame: &[u8]) -> Option<Message> {
-    let layout = edit::walk(frame).ok()?;
-    let at = layout.dest_opts?;
-    let hdr = ipv6opt::Packet::new_checked(&frame[at.range]).ok()?;
-    hdr.options_iter().find_map(|o| match o {
-        Ok(OptionRepr::Rosa(d)) => Message::from_bytes(d.as_bytes()).ok(),
-        _ => None,
-    })
-}
-
-/// (protocol, source port, destination port) of a TCP or UDP packet.
-fn ports_of(frame: &[u8]) -> Option<(IpProtocol, u16, u16)> {
-    let layout = edit::walk(frame).ok()?;
-    let l4 = frame.get(layout.upper_offset..layout.upper_offset + 4)?;
-    matches!(layout.upper_protocol, IpProtocol::Tcp | IpProtocol::Udp).then(|| {
-        (
-            layout.upper_protocol,
-            u16::from_be_bytes([l4[0], l4[1]]),
-            u16::from_be_bytes([l4[2], l4[3]]),
-        )
-    })
-}
-
-fn insert_rosa(frame: &mut Vec<u8>, msg: &Message) {
-    let bytes = msg.to_bytes().unwrap();
-    let opt = OptionRepr::new(OptionType::Rosa, &bytes).unwrap();
-    edit::insert_dest_opts(frame, &[opt]).unwrap();
-}
 
 fn tcp_socket() -> tcp::Socket<'static> {
     tcp::Socket::new(
