@@ -6,6 +6,9 @@
 //! after which the node closes the connection. Requests a role answers later
 //! (a client job) keep their connection open until the answer is ready.
 //! Everything is non-blocking: a slow or silent client never stalls the node.
+//!
+//! Inside a microVM the same requests come over a virtio-serial port
+//! instead ([`SerialControl`]), many at once, each line tagged with an id.
 
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, RawFd};
@@ -162,6 +165,118 @@ impl ControlServer {
 impl Drop for ControlServer {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// The control protocol over one byte stream that carries many requests at
+/// once: a microVM's virtio-serial port, which the host side (`svcroute run
+/// --vm`) maps to the usual control socket. Requests arrive as `<id>
+/// <words...>\n`, answers leave as `<id> <json>\n` (compact JSON holds no
+/// newline), in any order; id 0 is the guest's own hello (see
+/// `docs/microvm.md`). Non-blocking both ways: answers the host cannot take
+/// yet wait in a bounded buffer.
+pub struct SerialControl {
+    port: std::sync::Arc<std::fs::File>,
+    inbuf: Vec<u8>,
+    outbuf: Vec<u8>,
+    /// The host end is closed (reads give end of file): leave the port out
+    /// of `poll(2)`, which would report it forever, and look again at the
+    /// next wakeup.
+    eof: bool,
+}
+
+/// Most answer bytes kept for a host that does not read.
+pub const MAX_SERIAL_BACKLOG: usize = 1 << 20;
+
+impl SerialControl {
+    /// Serve requests on `port` (made non-blocking here).
+    pub fn new(port: std::sync::Arc<std::fs::File>) -> io::Result<Self> {
+        crate::phy::sys::set_nonblocking(port.as_raw_fd())?;
+        Ok(Self {
+            port,
+            inbuf: Vec::new(),
+            outbuf: Vec::new(),
+            eof: false,
+        })
+    }
+
+    /// The descriptors to wait on.
+    pub fn fds(&self, out: &mut Vec<RawFd>) {
+        if !self.eof {
+            out.push(self.port.as_raw_fd());
+        }
+    }
+
+    /// Read requests and answer each through `handle` (which returns
+    /// `None` when the answer comes later via [`Self::reply`]).
+    pub fn poll(
+        &mut self,
+        mut handle: impl FnMut(u64, &Request) -> Option<Value>,
+    ) -> io::Result<bool> {
+        self.write_out();
+        let mut chunk = [0u8; 4096];
+        loop {
+            match (&*self.port).read(&mut chunk) {
+                Ok(0) => {
+                    self.eof = true;
+                    break;
+                }
+                Ok(n) => {
+                    self.eof = false;
+                    self.inbuf.extend_from_slice(&chunk[..n]);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        let mut handled = false;
+        while let Some(pos) = self.inbuf.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = self.inbuf.drain(..=pos).collect();
+            let line = String::from_utf8_lossy(&line[..pos]).into_owned();
+            let mut words = line.split_whitespace();
+            let Some(id) = words.next().and_then(|w| w.parse::<u64>().ok()) else {
+                log::warn!("control: serial line without an id: {line:?}");
+                continue;
+            };
+            let req = Request {
+                args: words.map(str::to_owned).collect(),
+            };
+            handled = true;
+            if let Some(v) = handle(id, &req) {
+                self.reply(id, &v);
+            }
+        }
+        if self.inbuf.len() > MAX_REQUEST {
+            log::warn!("control: serial request too long, discarded");
+            self.inbuf.clear();
+        }
+        Ok(handled)
+    }
+
+    /// Send the answer of request `id`.
+    pub fn reply(&mut self, id: u64, v: &Value) {
+        let text = serde_json::to_string(v).unwrap_or_else(|_| "null".into());
+        if self.outbuf.len() + text.len() > MAX_SERIAL_BACKLOG {
+            log::warn!("control: host not reading; answer {id} lost");
+            return;
+        }
+        self.outbuf
+            .extend_from_slice(format!("{id} {text}\n").as_bytes());
+        self.write_out();
+    }
+
+    fn write_out(&mut self) {
+        while !self.outbuf.is_empty() {
+            match (&*self.port).write(&self.outbuf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    self.outbuf.drain(..n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => break, // host not reading yet, or gone: kept
+            }
+        }
     }
 }
 

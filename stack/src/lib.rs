@@ -14,14 +14,16 @@
 //!   wire/: packet formats, smoltcp style
 //! ```
 //!
-//! - [`phy`] moves whole Ethernet frames: [`phy::tap`] over the kernel,
-//!   [`phy::sim`] in memory with a virtual clock.
+//! - [`phy`] moves whole Ethernet frames: [`phy::tap`] over the kernel.
+//! - [`sim`] runs whole nodes on in-memory segments with a virtual clock.
 //! - [`shim`] sees every frame before smoltcp (ingress) and after it (egress);
 //!   routers forward there, endpoints insert and strip IPv6 options there.
 //! - [`runtime`] is the node loop: [`runtime::Node`] does the work due at a
 //!   given time, [`runtime::run`] drives it with `poll(2)` and real time.
 //! - [`http`] frames HTTP/1.1 messages over smoltcp TCP sockets.
 //! - [`wire`] holds the packet formats, one module per protocol.
+//! - [`timer`] is the one timer shape of every role core.
+//! - [`rest`] is the small JSON-over-HTTP server of the roles' REST APIs.
 //!
 //! No module but `phy::sys` uses `unsafe`.
 
@@ -29,11 +31,16 @@
 #![warn(missing_docs)]
 
 pub mod ctl;
+#[doc(hidden)]
+pub mod fuzz;
 pub mod http;
 pub mod listen;
 pub mod neighbor;
 pub mod phy;
+pub mod rest;
 pub mod runtime;
 pub mod shim;
+pub mod sim;
 pub mod stats;
+pub mod timer;
 pub mod wire;

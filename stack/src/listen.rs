@@ -72,6 +72,11 @@ impl ListenPool {
         self.active
     }
 
+    /// Sockets listening now (a SYN beyond them is reset by smoltcp).
+    pub fn listening(&self) -> usize {
+        self.listening.len()
+    }
+
     /// Look at a received frame (before smoltcp does): count it if it is a
     /// SYN to this pool's port.
     pub fn note_frame(&mut self, frame: &[u8]) {

@@ -14,11 +14,14 @@
 //! [`Node::poll_at`] tells when the next call is due. The same `Node` runs
 //! under the real driver ([`run`]: `poll(2)` on the link fds and the control
 //! socket, signals, wall-clock time) and under the simulator
-//! ([`crate::phy::sim`]: virtual time), which is what makes whole topologies
+//! ([`crate::sim`]: virtual time), which is what makes whole topologies
 //! testable deterministically.
 
+use std::fs::File;
 use std::io;
+use std::os::fd::RawFd;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
 use serde_json::{json, Value};
@@ -26,8 +29,9 @@ use smoltcp::iface::{Config, Interface, PollResult, SocketSet};
 use smoltcp::time::{Duration, Instant};
 use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, IpCidr};
 
-use crate::ctl::{ControlServer, Request};
+use crate::ctl::{ControlServer, Request, SerialControl};
 use crate::neighbor::{Action, Neighbors};
+use crate::phy::impair::Shape;
 use crate::phy::queue::QueueDevice;
 use crate::phy::Link;
 use crate::shim::{Direction, Outbox, Verdict};
@@ -431,11 +435,19 @@ impl<L: Link, R: Role> Node<L, R> {
                 "pid": std::process::id(),
             })),
             "stats" => {
-                let mut v = serde_json::to_value(&self.stats).unwrap_or(Value::Null);
+                // Devices keep some counters themselves (ring accounting).
+                let mut all = self.stats.clone();
+                for link in &self.links {
+                    for (name, n) in link.counters() {
+                        all.add(name, n);
+                    }
+                }
+                let mut v = serde_json::to_value(&all).unwrap_or(Value::Null);
                 v["node"] = json!(self.name);
                 v["role"] = json!(self.role.name());
                 Some(v)
             }
+            "impair" => Some(self.impair(&args[1..])),
             "ports" => Some(Value::Array(
                 self.ports
                     .iter()
@@ -457,11 +469,54 @@ impl<L: Link, R: Role> Node<L, R> {
                     ControlReply::Now(v) => Some(v),
                     ControlReply::Later => None,
                     ControlReply::Unknown => Some(json!({
-                        "error": format!("unknown command {cmd:?}; try: ping, stats, ports, help"),
+                        "error": format!("unknown command {cmd:?}; try: ping, stats, ports, impair, help"),
                     })),
                 }
             }
         }
+    }
+
+    /// `impair [PORT [clear | delay MS jitter MS reorder PCT duplicate PCT
+    /// corrupt PCT rate MBIT]]`: show or set what a port does to the frames
+    /// it sends (see [`crate::phy::impair`]). PORT is an index or a name.
+    fn impair(&mut self, args: &[String]) -> Value {
+        let show = |i: usize, p: &PortStack, l: &L| {
+            json!({
+                "port": i,
+                "name": p.name,
+                "shape": l.shape().map(|s| s.args()),
+                "describe": l.shape().map(|s| s.describe()),
+            })
+        };
+        let Some(which) = args.first() else {
+            return Value::Array(
+                self.ports
+                    .iter()
+                    .zip(&self.links)
+                    .enumerate()
+                    .map(|(i, (p, l))| show(i, p, l))
+                    .collect(),
+            );
+        };
+        let i = match which.parse::<usize>() {
+            Ok(i) if i < self.ports.len() => i,
+            _ => match self.ports.iter().position(|p| &p.name == which) {
+                Some(i) => i,
+                None => return json!({ "error": format!("no port {which:?}") }),
+            },
+        };
+        if args.len() > 1 {
+            let shape = match Shape::parse(&args[1..]) {
+                Ok(s) => s,
+                Err(e) => return json!({ "error": e }),
+            };
+            if !self.links[i].set_shape(shape) {
+                return json!({
+                    "error": format!("port {} cannot be impaired (its link has no impairment layer)", self.ports[i].name),
+                });
+            }
+        }
+        show(i, &self.ports[i], &self.links[i])
     }
 
     /// Answers to deferred control requests, ready to send.
@@ -577,6 +632,10 @@ impl<L: Link, R: Role> Node<L, R> {
             }
             any = true;
         }
+        // One hand-over per pass for links that queue (a transmit ring).
+        for link in &mut self.links {
+            link.flush()?;
+        }
         Ok(any)
     }
 }
@@ -627,6 +686,10 @@ fn send<L: Link>(link: &mut L, stats: &mut Counters, frame: &[u8]) -> io::Result
 pub struct RunOptions {
     /// Path of the control socket (none: no control socket).
     pub control: Option<PathBuf>,
+    /// A serial port that carries control requests instead (a microVM's
+    /// virtio-serial port, see [`crate::ctl::SerialControl`]); wins over
+    /// `control`.
+    pub control_serial: Option<Arc<File>>,
     /// After doing work, keep polling without sleeping for this long (zero:
     /// sleep as soon as there is nothing to do). Trades a busy CPU for
     /// wake-up latency under load.
@@ -648,9 +711,10 @@ pub fn run<L: Link, R: Role>(node: &mut Node<L, R>, opts: &RunOptions) -> io::Re
     crate::phy::sys::install_stop_handlers()?;
     let clock = std::time::Instant::now();
     let now = || Instant::from_micros(clock.elapsed().as_micros() as i64);
-    let mut ctl = match &opts.control {
-        Some(path) => Some(ControlServer::bind(path)?),
-        None => None,
+    let mut ctl = match (&opts.control_serial, &opts.control) {
+        (Some(port), _) => Some(Control::Serial(SerialControl::new(port.clone())?)),
+        (None, Some(path)) => Some(Control::Socket(ControlServer::bind(path)?)),
+        (None, None) => None,
     };
     let mut fds = Vec::new();
     let busy_poll = Duration::from_micros(opts.busy_poll.as_micros() as u64);
@@ -688,12 +752,46 @@ pub fn run<L: Link, R: Role>(node: &mut Node<L, R>, opts: &RunOptions) -> io::Re
         if t - last_work < busy_poll {
             timeout = Some(StdDuration::ZERO);
         }
+        // Frames an impairment holds leave when due.
+        if let Some(at) = node.links.iter().filter_map(Link::poll_at).min() {
+            let d = at.saturating_duration_since(std::time::Instant::now());
+            timeout = Some(timeout.map_or(d, |t| t.min(d)));
+        }
         fds.clear();
         fds.extend(node.links.iter().filter_map(Link::raw_fd));
         if let Some(ctl) = &ctl {
             ctl.fds(&mut fds);
         }
         crate::phy::sys::wait_readable(&fds, timeout.map(|d| d.min(StdDuration::from_secs(1))))?;
+    }
+}
+
+/// Where control requests come from: the usual socket, or a serial port.
+enum Control {
+    Socket(ControlServer),
+    Serial(SerialControl),
+}
+
+impl Control {
+    fn poll(&mut self, handle: impl FnMut(u64, &Request) -> Option<Value>) -> io::Result<bool> {
+        match self {
+            Self::Socket(c) => c.poll(handle),
+            Self::Serial(c) => c.poll(handle),
+        }
+    }
+
+    fn reply(&mut self, id: u64, v: &Value) {
+        match self {
+            Self::Socket(c) => c.reply(id, v),
+            Self::Serial(c) => c.reply(id, v),
+        }
+    }
+
+    fn fds(&self, out: &mut Vec<RawFd>) {
+        match self {
+            Self::Socket(c) => c.fds(out),
+            Self::Serial(c) => c.fds(out),
+        }
     }
 }
 

@@ -1,12 +1,12 @@
-//! Runs the fuzz target bodies (`svcroute_stack::wire::fuzz`) over a
+//! Runs the fuzz target bodies (`svcroute_stack::fuzz`) over a
 //! deterministic corpus on stable, so CI exercises them without nightly and
 //! cargo-fuzz. Inputs: pure random bytes, and mutations (byte flips,
 //! truncation, splices) of well-formed seeds.
 
 use etherparse::{IpHeaders, IpNumber, Ipv4Header, Ipv6Extensions, Ipv6FlowLabel, Ipv6Header};
 use etherparse::{Ipv6RawExtHeader, PacketBuilder};
+use svcroute_stack::fuzz;
 use svcroute_stack::shim::edit;
-use svcroute_stack::wire::fuzz;
 use svcroute_stack::wire::ipv6opt::{OptionRepr, OptionType};
 
 const CASES: usize = 4000;

@@ -17,9 +17,9 @@ use smoltcp::wire::{
     ArpPacket, EthernetFrame, EthernetProtocol, EthernetRepr, IpAddress, IpEndpoint, IpProtocol,
     IpRepr, Ipv4Address, Ipv6Packet, UdpPacket, UdpRepr,
 };
-use svcroute_stack::phy::sim::{self, SegmentConfig, Sim, SimLink, SimNode};
 use svcroute_stack::phy::Link;
 use svcroute_stack::runtime::{Context, Node, Role};
+use svcroute_stack::sim::{self, SegmentConfig, Sim, SimLink, SimNode};
 
 const PORT: u16 = 7;
 

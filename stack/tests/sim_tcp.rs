@@ -6,10 +6,10 @@ use smoltcp::iface::SocketHandle;
 use smoltcp::socket::tcp;
 use smoltcp::time::{Duration, Instant};
 use smoltcp::wire::IpAddress;
-use svcroute_stack::phy::sim::{
+use svcroute_stack::runtime::{Context, Node, Role};
+use svcroute_stack::sim::{
     self, NodeId, SegmentConfig, SegmentId, Sim, SimError, SimErrorKind, SimLink,
 };
-use svcroute_stack::runtime::{Context, Node, Role};
 
 const ECHO_PORT: u16 = 7;
 const BUF: usize = 64 * 1024;

@@ -134,7 +134,12 @@ fn tshark_decodes_our_sfc_encapsulations() {
     std::fs::File::create(&path)
         .and_then(|mut f| f.write_all(&pcap(&frames())))
         .unwrap();
+    // Wireshark's view alone: no personal plugin (wireshark/svcroute.lua).
     let out = Command::new("tshark")
+        .env(
+            "HOME",
+            std::env::temp_dir().join("svcroute-tshark-no-plugins"),
+        )
         .arg("-r")
         .arg(&path)
         .args(["-o", "udp.check_checksum:TRUE"])

@@ -370,7 +370,11 @@ fn tshark_decodes_our_slp() {
         .and_then(|mut f| f.write_all(&pcap(&frames)))
         .unwrap();
 
+    // Wireshark's view alone: no personal plugin (wireshark/svcroute.lua,
+    // installed by `scripts/setup --wireshark-plugin`) under this HOME.
+    let home = std::env::temp_dir().join("svcroute-tshark-no-plugins");
     let mut cmd = Command::new("tshark");
+    cmd.env("HOME", &home);
     cmd.arg("-r").arg(&path);
     cmd.args(["-T", "fields", "-E", "separator=|", "-E", "aggregator=,"]);
     let fields = [
@@ -394,6 +398,7 @@ fn tshark_decodes_our_slp() {
     }
     let out = cmd.output().unwrap();
     let verbose = Command::new("tshark")
+        .env("HOME", &home)
         .arg("-r")
         .arg(&path)
         .arg("-V")

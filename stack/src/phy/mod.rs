@@ -8,23 +8,32 @@
 //! (which never reaches smoltcp) and an endpoint's (which does) on one path.
 //!
 //! ```text
-//!   TapLink / SimLink ──recv──▶ shim ingress ──▶ QueueDevice ──▶ smoltcp
+//!   TapLink / PacketLink / SimLink ──recv──▶ shim ingress ──▶ QueueDevice ──▶ smoltcp
 //!          ▲                                                      │
-//!          └──────send──── shim egress ◀── QueueDevice ◀──────────┘
+//!          └──send, flush── shim egress ◀── QueueDevice ◀─────────┘
 //! ```
 //!
 //! - [`tap`]: a Linux TAP device (optionally with virtio-net offloads).
-//! - [`sim`]: in-memory L2 segments with a virtual clock, for deterministic
-//!   multi-node tests.
+//! - [`packet`]: an AF_PACKET socket with mapped receive and transmit rings,
+//!   on any interface (a microVM's `eth0`, a veth).
+//! - [`guest`]: what a microVM's init needs from the kernel.
 //! - [`queue`]: the in-memory `smoltcp::phy::Device` the loop feeds.
 //! - [`pcap`]: a link wrapper that records every frame to a pcap file.
+//! - [`impair`]: a link wrapper that delays, reorders, duplicates, corrupts
+//!   and rate-limits what a node sends (`ctl <node> impair`).
+//!
+//! The simulated world that runs whole nodes on in-memory segments
+//! ([`crate::sim`], whose `SimLink` is a `Link` too) builds on the node
+//! loop, so it sits beside this module, not in it.
 
 use std::io;
 use std::os::fd::RawFd;
 
+pub mod guest;
+pub mod impair;
+pub mod packet;
 pub mod pcap;
 pub mod queue;
-pub mod sim;
 #[allow(unsafe_code)]
 pub(crate) mod sys;
 pub mod tap;
@@ -42,8 +51,23 @@ pub trait Link {
     /// [`Link::max_frame`].
     fn recv(&mut self, buf: &mut [u8]) -> io::Result<Option<usize>>;
 
-    /// Send one whole frame.
+    /// Send one whole frame. A link with a transmit queue of its own may
+    /// only queue it until [`Link::flush`].
     fn send(&mut self, frame: &[u8]) -> io::Result<bool>;
+
+    /// Hand every queued frame to the device: the node loop calls it once
+    /// per pass, after the frames of that pass were sent (one system call
+    /// per batch on a ring). Links that send at once do nothing.
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+
+    /// Counters the device keeps itself (ring accounting), as absolute
+    /// values; the node adds them to its `stats` answer. Names follow the
+    /// node's scheme: `<device>.<event>`, drops `drop.<device>.<reason>`.
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
 
     /// The largest frame this link can deliver, in bytes (Ethernet header
     /// included). With TAP offloads this is far above the MTU.
@@ -55,6 +79,24 @@ pub trait Link {
     /// A file descriptor that becomes readable when frames are pending, for
     /// `poll(2)`. `None` for links without one (the simulated segment).
     fn raw_fd(&self) -> Option<RawFd>;
+
+    /// When the link has frames of its own to send (held by an
+    /// [`impair::ImpairLink`]): the driver wakes then and calls
+    /// [`Link::flush`].
+    fn poll_at(&self) -> Option<std::time::Instant> {
+        None
+    }
+
+    /// The impairment in force, for links that can impair (`None`: this
+    /// link cannot).
+    fn shape(&self) -> Option<impair::Shape> {
+        None
+    }
+
+    /// Impair what is sent from now on; `false` if this link cannot.
+    fn set_shape(&mut self, _shape: impair::Shape) -> bool {
+        false
+    }
 }
 
 impl<L: Link + ?Sized> Link for Box<L> {
@@ -64,6 +106,12 @@ impl<L: Link + ?Sized> Link for Box<L> {
     fn send(&mut self, frame: &[u8]) -> io::Result<bool> {
         (**self).send(frame)
     }
+    fn flush(&mut self) -> io::Result<()> {
+        (**self).flush()
+    }
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        (**self).counters()
+    }
     fn max_frame(&self) -> usize {
         (**self).max_frame()
     }
@@ -72,5 +120,14 @@ impl<L: Link + ?Sized> Link for Box<L> {
     }
     fn raw_fd(&self) -> Option<RawFd> {
         (**self).raw_fd()
+    }
+    fn poll_at(&self) -> Option<std::time::Instant> {
+        (**self).poll_at()
+    }
+    fn shape(&self) -> Option<impair::Shape> {
+        (**self).shape()
+    }
+    fn set_shape(&mut self, shape: impair::Shape) -> bool {
+        (**self).set_shape(shape)
     }
 }

@@ -76,6 +76,14 @@ impl<L: Link> Link for PcapLink<L> {
         Ok(sent)
     }
 
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        self.inner.counters()
+    }
+
     fn max_frame(&self) -> usize {
         self.inner.max_frame()
     }
@@ -86,5 +94,17 @@ impl<L: Link> Link for PcapLink<L> {
 
     fn raw_fd(&self) -> Option<RawFd> {
         self.inner.raw_fd()
+    }
+
+    fn poll_at(&self) -> Option<std::time::Instant> {
+        self.inner.poll_at()
+    }
+
+    fn shape(&self) -> Option<super::impair::Shape> {
+        self.inner.shape()
+    }
+
+    fn set_shape(&mut self, shape: super::impair::Shape) -> bool {
+        self.inner.set_shape(shape)
     }
 }

@@ -1,12 +1,15 @@
 //! The one module with `unsafe`: thin wrappers over the system calls the
 //! node loop needs that std and our chosen crates do not offer — signal
-//! handlers that only set a flag, `ppoll(2)`, and the TAP ioctls for
-//! virtio-net offloads, MTU and link state.
+//! handlers that only set a flag, `ppoll(2)`, the TAP ioctls for virtio-net
+//! offloads, MTU and link state, the AF_PACKET socket and its mapped rings
+//! (`phy/packet.rs`), and the three calls of a microVM's init (mount,
+//! module loading, power-off; see [`super::guest`]). Every `unsafe` block
+//! carries a `SAFETY:` note.
 
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, RawFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, Ordering};
 use std::time::Duration;
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -261,6 +264,394 @@ pub(crate) fn writev2(fd: RawFd, a: &[u8], b: &[u8]) -> io::Result<usize> {
         return Err(io::Error::last_os_error());
     }
     Ok(n as usize)
+}
+
+// ---- AF_PACKET with PACKET_MMAP rings (phy/packet.rs) -------------------------
+//
+// Constants from <linux/if_packet.h> and <linux/if_ether.h>.
+
+const SOL_PACKET: libc::c_int = 263;
+const PACKET_ADD_MEMBERSHIP: libc::c_int = 1;
+const PACKET_RX_RING: libc::c_int = 5;
+const PACKET_STATISTICS: libc::c_int = 6;
+const PACKET_VERSION: libc::c_int = 10;
+const PACKET_TX_RING: libc::c_int = 13;
+const PACKET_LOSS: libc::c_int = 14;
+const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
+const PACKET_MR_PROMISC: libc::c_ushort = 1;
+const TPACKET_V3: libc::c_int = 2;
+const ETH_P_ALL: u16 = 0x0003;
+
+/// `struct tpacket_req3`: the geometry of one ring.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct TpacketReq3 {
+    pub(crate) block_size: u32,
+    pub(crate) block_nr: u32,
+    pub(crate) frame_size: u32,
+    pub(crate) frame_nr: u32,
+    pub(crate) retire_blk_tov: u32,
+    pub(crate) sizeof_priv: u32,
+    pub(crate) feature_req_word: u32,
+}
+
+#[repr(C)]
+struct PacketMreq {
+    ifindex: libc::c_int,
+    kind: libc::c_ushort,
+    alen: libc::c_ushort,
+    address: [u8; 8],
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct TpacketStatsV3 {
+    packets: u32,
+    drops: u32,
+    freeze_q_cnt: u32,
+}
+
+fn setsockopt<T>(fd: RawFd, level: libc::c_int, name: libc::c_int, v: &T) -> io::Result<()> {
+    // SAFETY: `v` is a live, initialised #[repr(C)] value (or a c_int) of the
+    // size passed; the kernel only reads it.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (v as *const T).cast(),
+            size_of::<T>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// An open AF_PACKET socket of version TPACKET_V3 with its receive and
+/// transmit rings mapped, bound to one interface in promiscuous mode.
+pub(crate) struct PacketSocket {
+    fd: File,
+    /// Both rings, receive ring first, as one mapping.
+    pub(crate) map: RingMap,
+}
+
+impl PacketSocket {
+    /// Open, configure the rings `rx` and `tx`, map them, and bind to
+    /// interface `name`. `sndtimeo` bounds a blocking flush.
+    pub(crate) fn open(
+        name: &str,
+        rx: &TpacketReq3,
+        tx: &TpacketReq3,
+        sndtimeo: Duration,
+    ) -> io::Result<Self> {
+        let ifname = ifname(name)?;
+        // SAFETY: if_nametoindex reads a NUL-terminated name (IFNAMSIZ
+        // bytes, the last always 0 by `ifname`).
+        let ifindex = unsafe { libc::if_nametoindex(ifname.as_ptr()) };
+        if ifindex == 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let proto = ETH_P_ALL.to_be();
+        // SAFETY: plain socket(2); the fd is owned by the File below.
+        let raw = unsafe {
+            libc::socket(
+                libc::AF_PACKET,
+                libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                libc::c_int::from(proto),
+            )
+        };
+        if raw < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `raw` is a fresh descriptor nobody else owns.
+        let fd = unsafe { File::from_raw_fd(raw) };
+        let s = fd.as_raw_fd();
+        setsockopt(s, SOL_PACKET, PACKET_VERSION, &TPACKET_V3)?;
+        // Our own frames are not received back.
+        setsockopt(s, SOL_PACKET, PACKET_IGNORE_OUTGOING, &(1 as libc::c_int))?;
+        // A frame the kernel finds malformed is skipped instead of
+        // stalling the ring (the link never queues one: it checks lengths).
+        setsockopt(s, SOL_PACKET, PACKET_LOSS, &(1 as libc::c_int))?;
+        setsockopt(s, SOL_PACKET, PACKET_RX_RING, rx)?;
+        setsockopt(s, SOL_PACKET, PACKET_TX_RING, tx)?;
+        let tv = libc::timeval {
+            tv_sec: sndtimeo.as_secs() as libc::time_t,
+            tv_usec: libc::suseconds_t::from(sndtimeo.subsec_micros() as i32),
+        };
+        setsockopt(s, libc::SOL_SOCKET, libc::SO_SNDTIMEO, &tv)?;
+        let len = rx.block_size as usize * rx.block_nr as usize
+            + tx.block_size as usize * tx.block_nr as usize;
+        let map = RingMap::map(s, len)?;
+        let mreq = PacketMreq {
+            ifindex: ifindex as libc::c_int,
+            kind: PACKET_MR_PROMISC,
+            alen: 0,
+            address: [0; 8],
+        };
+        setsockopt(s, SOL_PACKET, PACKET_ADD_MEMBERSHIP, &mreq)?;
+        // SAFETY: sockaddr_ll is plain old data; zeroed is a valid value.
+        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        sll.sll_family = libc::AF_PACKET as libc::c_ushort;
+        sll.sll_protocol = proto;
+        sll.sll_ifindex = ifindex as libc::c_int;
+        // SAFETY: a fully initialised sockaddr_ll of the size passed.
+        let r = unsafe {
+            libc::bind(
+                s,
+                (&sll as *const libc::sockaddr_ll).cast(),
+                size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+            )
+        };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Self { fd, map })
+    }
+
+    /// The socket's descriptor, for `poll(2)`.
+    pub(crate) fn raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// Tell the kernel to send every frame marked `TP_STATUS_SEND_REQUEST`.
+    /// With `wait`, block (at most the send timeout) until they are sent.
+    pub(crate) fn kick_tx(&self, wait: bool) -> io::Result<()> {
+        let flags = if wait { 0 } else { libc::MSG_DONTWAIT };
+        // SAFETY: a zero-length send with no buffer; the kernel reads the
+        // frames from the mapped ring.
+        let r = unsafe { libc::send(self.fd.as_raw_fd(), std::ptr::null(), 0, flags) };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Frames the kernel dropped for want of room in the receive ring since
+    /// the last call (`PACKET_STATISTICS` resets on read).
+    pub(crate) fn take_rx_drops(&self) -> io::Result<u64> {
+        let mut st = TpacketStatsV3::default();
+        let mut len = size_of::<TpacketStatsV3>() as libc::socklen_t;
+        // SAFETY: `st` is a live #[repr(C)] tpacket_stats_v3 and `len` its size.
+        let r = unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                SOL_PACKET,
+                PACKET_STATISTICS,
+                (&mut st as *mut TpacketStatsV3).cast(),
+                &mut len,
+            )
+        };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(u64::from(st.drops))
+    }
+}
+
+/// A shared mapping of packet rings. The kernel writes it concurrently, so
+/// every access goes through these methods: status words are atomics with
+/// acquire/release order (the ring's hand-over protocol), frame bytes are
+/// copied in and out only while the status says user space owns them.
+/// Every offset is bounds-checked.
+pub(crate) struct RingMap {
+    ptr: std::ptr::NonNull<u8>,
+    len: usize,
+}
+
+impl RingMap {
+    fn map(fd: RawFd, len: usize) -> io::Result<Self> {
+        // SAFETY: mapping the rings of packet socket `fd`, of exactly the
+        // configured length; the kernel validates both.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_LOCKED | libc::MAP_POPULATE,
+                fd,
+                0,
+            )
+        };
+        let p = if p == libc::MAP_FAILED {
+            // MAP_LOCKED fails under a low RLIMIT_MEMLOCK; the rings work
+            // unlocked.
+            // SAFETY: as above, without MAP_LOCKED.
+            let p = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_SHARED | libc::MAP_POPULATE,
+                    fd,
+                    0,
+                )
+            };
+            if p == libc::MAP_FAILED {
+                return Err(io::Error::last_os_error());
+            }
+            p
+        } else {
+            p
+        };
+        let ptr = std::ptr::NonNull::new(p.cast::<u8>())
+            .ok_or_else(|| io::Error::other("mmap returned null"))?;
+        Ok(Self { ptr, len })
+    }
+
+    /// Length of the mapping in bytes.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    fn check(&self, off: usize, n: usize, align: usize) {
+        assert!(
+            off % align == 0 && off.checked_add(n).is_some_and(|e| e <= self.len),
+            "ring access {off}+{n} outside the {}-byte mapping",
+            self.len
+        );
+    }
+
+    /// Load the u32 at `off` with acquire order (a status word).
+    pub(crate) fn load_u32(&self, off: usize) -> u32 {
+        self.check(off, 4, 4);
+        // SAFETY: in bounds and 4-aligned (checked; the mapping is
+        // page-aligned); AtomicU32 has the layout of u32 and the kernel
+        // accesses these words with its own atomics/barriers.
+        unsafe { (*self.ptr.as_ptr().add(off).cast::<AtomicU32>()).load(Ordering::Acquire) }
+    }
+
+    /// Store the u32 at `off` with release order (hand a slot over).
+    pub(crate) fn store_u32(&self, off: usize, v: u32) {
+        self.check(off, 4, 4);
+        // SAFETY: as in `load_u32`.
+        unsafe { (*self.ptr.as_ptr().add(off).cast::<AtomicU32>()).store(v, Ordering::Release) }
+    }
+
+    /// Load the u16 at `off` (a header field of a slot user space owns).
+    pub(crate) fn load_u16(&self, off: usize) -> u16 {
+        self.check(off, 2, 2);
+        // SAFETY: in bounds and 2-aligned (checked).
+        unsafe { (*self.ptr.as_ptr().add(off).cast::<AtomicU16>()).load(Ordering::Relaxed) }
+    }
+
+    /// Copy `out.len()` bytes from `off`.
+    pub(crate) fn read(&self, off: usize, out: &mut [u8]) {
+        self.check(off, out.len(), 1);
+        // SAFETY: in bounds (checked); `out` is exclusively borrowed and
+        // cannot overlap the mapping (it is not ours to hand out).
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.ptr.as_ptr().add(off), out.as_mut_ptr(), out.len());
+        }
+    }
+
+    /// Copy `data` to `off`.
+    pub(crate) fn write(&self, off: usize, data: &[u8]) {
+        self.check(off, data.len(), 1);
+        // SAFETY: in bounds (checked); the slot is owned by user space
+        // (status AVAILABLE) until its status is stored.
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.as_ptr().add(off), data.len());
+        }
+    }
+}
+
+impl Drop for RingMap {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly the mapping made in `map`, once.
+        unsafe {
+            libc::munmap(self.ptr.as_ptr().cast(), self.len);
+        }
+    }
+}
+
+// SAFETY: the mapping is owned by this value alone (the socket's other
+// user is the kernel); moving it to another thread moves that ownership.
+unsafe impl Send for RingMap {}
+
+const SIOCETHTOOL: libc::c_ulong = 0x8946;
+const ETHTOOL_SGRO: u32 = 0x0000_002c;
+
+#[repr(C)]
+struct EthtoolValue {
+    cmd: u32,
+    data: u32,
+}
+
+#[repr(C)]
+struct IfReqPtr {
+    name: [libc::c_char; libc::IFNAMSIZ],
+    data: *mut libc::c_void,
+    _pad: [u8; 16],
+}
+
+/// Turn generic receive offload off on `name`, so a packet socket sees the
+/// frames as they came off the wire, not merged super-frames.
+pub(crate) fn set_gro_off(name: &str) -> io::Result<()> {
+    let sock = ctl_socket()?;
+    let mut v = EthtoolValue {
+        cmd: ETHTOOL_SGRO,
+        data: 0,
+    };
+    let req = IfReqPtr {
+        name: ifname(name)?,
+        data: (&mut v as *mut EthtoolValue).cast(),
+        _pad: [0; 16],
+    };
+    // SAFETY: ifreq-compatible struct whose data pointer points to a live
+    // ethtool_value for the duration of the call.
+    if unsafe { libc::ioctl(sock.as_raw_fd(), SIOCETHTOOL, &req) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+// ---- a microVM's init (src/vm) -------------------------------------------------
+
+/// `mount(2)` of `fstype` from `source` on `target` (flags 0, no data).
+pub(crate) fn mount(source: &str, target: &str, fstype: &str) -> io::Result<()> {
+    let c = |s: &str| {
+        std::ffi::CString::new(s).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))
+    };
+    let (src, tgt, fs) = (c(source)?, c(target)?, c(fstype)?);
+    // SAFETY: three NUL-terminated strings that outlive the call; no data.
+    let r = unsafe { libc::mount(src.as_ptr(), tgt.as_ptr(), fs.as_ptr(), 0, std::ptr::null()) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Load the kernel module in `file` with parameters `params`
+/// (`finit_module(2)`).
+pub(crate) fn load_module(file: &File, params: &str) -> io::Result<()> {
+    let p =
+        std::ffi::CString::new(params).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: an open module file and a NUL-terminated parameter string
+    // that outlives the call.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_finit_module,
+            file.as_raw_fd(),
+            p.as_ptr(),
+            0 as libc::c_int,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Power the machine off (`reboot(2)`); returns only on failure.
+pub(crate) fn power_off() -> io::Error {
+    // SAFETY: reboot(2) with a valid command; it does not return on success.
+    unsafe {
+        libc::sync();
+        libc::reboot(libc::LINUX_REBOOT_CMD_POWER_OFF);
+    }
+    io::Error::last_os_error()
 }
 
 #[cfg(test)]

@@ -151,12 +151,12 @@ impl Link for TapLink {
 /// Complete a partial checksum the way a virtio device does: sum everything
 /// from `start` (the field holds the pseudo-header sum) and store the
 /// complement at `start + off`.
-fn complete_checksum(frame: &mut [u8], start: usize, off: usize) {
+pub(super) fn complete_checksum(frame: &mut [u8], start: usize, off: usize) {
     let at = start + off;
     if start >= frame.len() || at + 2 > frame.len() {
         return;
     }
-    let sum = crate::shim::edit::ones_complement_sum(&frame[start..], 0);
+    let sum = crate::wire::checksum::ones_complement_sum(&frame[start..], 0);
     let c = !sum;
     frame[at..at + 2].copy_from_slice(&c.to_be_bytes());
 }

@@ -20,9 +20,15 @@
 //! | 2    | Raw Load              | `period_s:u32` + to/from packets, to/from bytes as u64 | 36 |
 //! | 3    | Capacity Index        | `u32`                                        | 4      |
 //! | 4    | Preference Index      | `u32`                                        | 4      |
+//! | 5    | Tunnel **\[ext\]**     | `u32`: 1 IPv6-in-IPv6, 2 GRE                  | 4      |
+//! | 6    | Aggregated Cost **\[ext\]** | `u32`                                   | 4      |
 //!
 //! The types are ours **\[ext\]**: the draft leaves them TBD (and gives Raw
 //! Load and Capacity the same TBD3); SPEC widens Raw Load's counters to u64.
+//! Types 5 and 6 are ours too: the tunnel the egress asks ingresses to use
+//! (draft-dunbar-6man sticky service §4.4: "the tunnel type supported by the
+//! original Sticky Egress node"), and the draft's §4 aggregated cost, which
+//! OSPF carries in a prefix metric and our IGP carries here.
 //! A known type with another length is [`Error::BadLength`]; unknown types
 //! are kept verbatim. A list holds at most [`MAX_TLVS`] sub-TLVs and at most
 //! [`MAX_LEN`] octets.
@@ -37,42 +43,23 @@ pub const MAX_TLVS: usize = 16;
 /// Most octets of one encoded list.
 pub const MAX_LEN: usize = 1024;
 
-/// The sub-TLV type, an open enum.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum MetricType {
-    /// 1: Aggregated Load Index.
-    AggregatedLoad,
-    /// 2: Raw Load.
-    RawLoad,
-    /// 3: Capacity Index.
-    Capacity,
-    /// 4: Preference Index.
-    Preference,
-    /// Any other value.
-    Unknown(u16),
-}
-
-impl From<u16> for MetricType {
-    fn from(value: u16) -> Self {
-        match value {
-            1 => Self::AggregatedLoad,
-            2 => Self::RawLoad,
-            3 => Self::Capacity,
-            4 => Self::Preference,
-            other => Self::Unknown(other),
-        }
-    }
-}
-
-impl From<MetricType> for u16 {
-    fn from(value: MetricType) -> Self {
-        match value {
-            MetricType::AggregatedLoad => 1,
-            MetricType::RawLoad => 2,
-            MetricType::Capacity => 3,
-            MetricType::Preference => 4,
-            MetricType::Unknown(v) => v,
-        }
+open_enum! {
+    /// The sub-TLV type, an open enum.
+    ///
+    /// `Unknown`: Any other value.
+    pub enum MetricType: u16 {
+        /// 1: Aggregated Load Index.
+        AggregatedLoad = 1,
+        /// 2: Raw Load.
+        RawLoad = 2,
+        /// 3: Capacity Index.
+        Capacity = 3,
+        /// 4: Preference Index.
+        Preference = 4,
+        /// 5: the tunnel the egress asks for **\[ext\]**.
+        Tunnel = 5,
+        /// 6: Aggregated Cost **\[ext\]**.
+        AggregatedCost = 6,
     }
 }
 
@@ -107,6 +94,12 @@ pub enum Metric {
     Capacity(u32),
     /// 4: the site's preference index.
     Preference(u32),
+    /// 5: the tunnel type the egress asks for (1 IPv6-in-IPv6, 2 GRE;
+    /// other values kept) **\[ext\]**.
+    Tunnel(u32),
+    /// 6: the egress's aggregated cost of reaching the server (draft §4)
+    /// **\[ext\]**.
+    AggregatedCost(u32),
     /// Any other type, kept verbatim.
     Unknown {
         /// The type.
@@ -129,6 +122,8 @@ impl Metric {
             Self::RawLoad(_) => MetricType::RawLoad,
             Self::Capacity(_) => MetricType::Capacity,
             Self::Preference(_) => MetricType::Preference,
+            Self::Tunnel(_) => MetricType::Tunnel,
+            Self::AggregatedCost(_) => MetricType::AggregatedCost,
             Self::Unknown { metric_type, .. } => MetricType::Unknown(*metric_type),
         }
     }
@@ -137,7 +132,9 @@ impl Metric {
         match self {
             Self::AggregatedLoad { .. } => AGGREGATED_LEN,
             Self::RawLoad(_) => RAW_LEN,
-            Self::Capacity(_) | Self::Preference(_) => INDEX_LEN,
+            Self::Capacity(_) | Self::Preference(_) | Self::Tunnel(_) | Self::AggregatedCost(_) => {
+                INDEX_LEN
+            }
             Self::Unknown { value, .. } => value.len(),
         }
     }
@@ -163,7 +160,10 @@ impl Metric {
         let want = match t {
             MetricType::AggregatedLoad => AGGREGATED_LEN,
             MetricType::RawLoad => RAW_LEN,
-            MetricType::Capacity | MetricType::Preference => INDEX_LEN,
+            MetricType::Capacity
+            | MetricType::Preference
+            | MetricType::Tunnel
+            | MetricType::AggregatedCost => INDEX_LEN,
             MetricType::Unknown(_) => value.len(),
         };
         if value.len() != want {
@@ -184,6 +184,8 @@ impl Metric {
             }),
             MetricType::Capacity => Self::Capacity(u32_at(0)),
             MetricType::Preference => Self::Preference(u32_at(0)),
+            MetricType::Tunnel => Self::Tunnel(u32_at(0)),
+            MetricType::AggregatedCost => Self::AggregatedCost(u32_at(0)),
             MetricType::Unknown(metric_type) => Self::Unknown {
                 metric_type,
                 value: value.to_vec(),
@@ -206,7 +208,9 @@ impl Metric {
                     out.extend_from_slice(&v.to_be_bytes());
                 }
             }
-            Self::Capacity(v) | Self::Preference(v) => out.extend_from_slice(&v.to_be_bytes()),
+            Self::Capacity(v) | Self::Preference(v) | Self::Tunnel(v) | Self::AggregatedCost(v) => {
+                out.extend_from_slice(&v.to_be_bytes());
+            }
             Self::Unknown { value, .. } => out.extend_from_slice(value),
         }
     }
@@ -314,6 +318,22 @@ impl AppMetrics {
     pub fn preference(&self) -> Option<u32> {
         self.0.iter().find_map(|m| match m {
             Metric::Preference(v) => Some(*v),
+            _ => None,
+        })
+    }
+
+    /// The first Tunnel sub-TLV's value.
+    pub fn tunnel(&self) -> Option<u32> {
+        self.0.iter().find_map(|m| match m {
+            Metric::Tunnel(v) => Some(*v),
+            _ => None,
+        })
+    }
+
+    /// The first Aggregated Cost.
+    pub fn aggregated_cost(&self) -> Option<u32> {
+        self.0.iter().find_map(|m| match m {
+            Metric::AggregatedCost(v) => Some(*v),
             _ => None,
         })
     }
@@ -453,9 +473,29 @@ pub(crate) mod test {
         assert_eq!(AppMetrics::new(vec![bad]), Err(Error::Malformed));
     }
 
+    /// Tunnel GRE and Aggregated Cost 30 **\[ext\]**.
+    static EXT_BYTES: [u8; 16] = [
+        0x00, 0x05, 0x00, 0x04, 0x00, 0x00, 0x00, 0x02, // Tunnel: GRE
+        0x00, 0x06, 0x00, 0x04, 0x00, 0x00, 0x00, 0x1e, // Aggregated Cost 30
+    ];
+
+    #[test]
+    fn tunnel_and_aggregated_cost() {
+        let m = AppMetrics::parse(&EXT_BYTES).unwrap();
+        assert_eq!(
+            m.metrics(),
+            &[Metric::Tunnel(2), Metric::AggregatedCost(30)]
+        );
+        assert_eq!((m.tunnel(), m.aggregated_cost()), (Some(2), Some(30)));
+        assert_eq!(m.to_bytes(), EXT_BYTES);
+        // A four-octet type with three octets of value.
+        let short = [0x00, 0x05, 0x00, 0x03, 0x00, 0x00, 0x02];
+        assert_eq!(AppMetrics::parse(&short), Err(Error::BadLength));
+    }
+
     #[test]
     fn unknown_code_points_survive() {
-        for v in [0_u16, 1, 4, 5, 0xffff] {
+        for v in [0_u16, 1, 4, 5, 6, 7, 0xffff] {
             assert_eq!(u16::from(MetricType::from(v)), v);
         }
         let bytes = [0xff, 0xff, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x07];
@@ -489,7 +529,9 @@ pub(crate) mod test {
             )),
             any::<u32>().prop_map(Metric::Capacity),
             any::<u32>().prop_map(Metric::Preference),
-            (5_u16.., proptest::collection::vec(any::<u8>(), 0..16))
+            any::<u32>().prop_map(Metric::Tunnel),
+            any::<u32>().prop_map(Metric::AggregatedCost),
+            (7_u16.., proptest::collection::vec(any::<u8>(), 0..16))
                 .prop_map(|(metric_type, value)| Metric::Unknown { metric_type, value }),
         ];
         proptest::collection::vec(one, 0..MAX_TLVS).prop_map(|l| AppMetrics::new(l).unwrap())
@@ -505,7 +547,7 @@ pub(crate) mod test {
 
         #[test]
         fn parse_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..120)) {
-            crate::wire::fuzz::appmetrics(&bytes);
+            crate::fuzz::appmetrics(&bytes);
         }
     }
 }

@@ -8,7 +8,7 @@
 //!
 //! ```text
 //! envelope = version:u8 (=1)  msg_type:u8  auth:Option<key_id:u8 tag:[u8;16]>  body:bytes
-//! body     = postcard(Hello | Lsa | LsAck)      (msg_type 1, 2, 3)
+//! body     = postcard(Hello | Lsa | LsAck | Probe)      (msg_type 1, 2, 3, 4)
 //! tag      = HMAC-SHA256(secret, version ‖ msg_type ‖ body)[..16]
 //! ```
 //!
@@ -42,6 +42,10 @@ pub const PORT: u16 = 7470;
 
 /// The envelope version we speak.
 pub const VERSION: u8 = 1;
+
+/// The `msg_type` of a [`Probe`] (the envelope's second octet: a receiver
+/// can tell a probe before decoding it).
+pub const MSG_PROBE: u8 = 4;
 
 /// Hello interval, milliseconds.
 pub const HELLO_INTERVAL_MS: u64 = 1_000;
@@ -270,6 +274,24 @@ pub struct LsAck {
     pub acks: Vec<LsaHeader>,
 }
 
+/// An RTT probe (type 4) between two SARs that need not be neighbours:
+/// an ingress measures the delay to each egress site it may choose
+/// (SPEC §3's Delay). Sent over the routed IPv6 network to the other
+/// SAR's address, UDP [`PORT`]; the probed SAR sends it back with `reply`
+/// set and `router_id` its own, the other fields unchanged, so the prober
+/// computes `RTT = now − sent_at_us` on its own clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Probe {
+    /// The sender of this datagram.
+    pub router_id: RouterId,
+    /// The prober's sequence number.
+    pub seq: u32,
+    /// The prober's clock when it sent the probe, microseconds.
+    pub sent_at_us: u64,
+    /// `false`: a probe; `true`: the answer to one.
+    pub reply: bool,
+}
+
 /// One IGP message.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Message {
@@ -279,9 +301,11 @@ pub enum Message {
     Lsa(Lsa),
     /// Type 3.
     LsAck(LsAck),
+    /// Type 4.
+    Probe(Probe),
     /// Any other type, body kept undecoded.
     Unknown {
-        /// The type octet (not 1..=3).
+        /// The type octet (not 1..=4).
         msg_type: u8,
         /// The postcard body.
         body: Vec<u8>,
@@ -302,7 +326,7 @@ pub struct EnvelopeAuth {
 pub struct Envelope {
     /// [`VERSION`].
     pub version: u8,
-    /// 1 hello, 2 LSA, 3 acknowledgement.
+    /// 1 hello, 2 LSA, 3 acknowledgement, 4 probe.
     pub msg_type: u8,
     /// The tag, when the sender has a key.
     pub auth: Option<EnvelopeAuth>,
@@ -346,6 +370,7 @@ impl Envelope {
             1 => Message::Hello(take_exact(&self.body)?),
             2 => Message::Lsa(take_exact(&self.body)?),
             3 => Message::LsAck(take_exact(&self.body)?),
+            4 => Message::Probe(take_exact(&self.body)?),
             msg_type => Message::Unknown {
                 msg_type,
                 body: self.body.clone(),
@@ -372,6 +397,7 @@ impl Message {
             Self::Hello(_) => 1,
             Self::Lsa(_) => 2,
             Self::LsAck(_) => 3,
+            Self::Probe(_) => 4,
             Self::Unknown { msg_type, .. } => *msg_type,
         }
     }
@@ -388,6 +414,7 @@ impl Message {
         match self {
             Self::Hello(h) => cap(h.neighbors.len(), MAX_NEIGHBORS),
             Self::LsAck(a) => cap(a.acks.len(), MAX_ACKS),
+            Self::Probe(_) => Ok(()),
             Self::Lsa(lsa) => {
                 if lsa.age > Lsa::MAX_AGE_S {
                     return Err(Error::Malformed);
@@ -414,7 +441,7 @@ impl Message {
                 }
             }
             Self::Unknown { msg_type, .. } => {
-                if (1..=3).contains(msg_type) {
+                if (1..=4).contains(msg_type) {
                     return Err(Error::Malformed);
                 }
                 Ok(())
@@ -431,6 +458,7 @@ impl Message {
             Self::Hello(h) => to_vec(h)?,
             Self::Lsa(l) => to_vec(l)?,
             Self::LsAck(a) => to_vec(a)?,
+            Self::Probe(p) => to_vec(p)?,
             Self::Unknown { body, .. } => body.clone(),
         };
         let mut env = Envelope {
@@ -779,6 +807,33 @@ mod test {
         assert_eq!(bad.encode(None), Err(Error::Malformed));
     }
 
+    /// version 1, type 4, no auth, body of 5 octets: router 2, seq 3,
+    /// sent_at 200 (0xc8 0x01), reply.
+    static PROBE_BYTES: [u8; 9] = [
+        0x01, 0x04, 0x00, 0x05, // version, type, auth None, body length 5
+        0x02, 0x03, 0xc8, 0x01, 0x01, // router_id, seq, sent_at_us, reply
+    ];
+
+    #[test]
+    fn golden_probe() {
+        let probe = Message::Probe(Probe {
+            router_id: RouterId(2),
+            seq: 3,
+            sent_at_us: 200,
+            reply: true,
+        });
+        assert_eq!(probe.encode(None).unwrap(), PROBE_BYTES);
+        assert_eq!(Message::decode(&PROBE_BYTES, |_| None).unwrap().0, probe);
+        // A reply octet other than 0/1 is not a bool.
+        let mut bad = PROBE_BYTES;
+        bad[8] = 2;
+        assert_eq!(Message::decode(&bad, |_| None), Err(Error::Malformed));
+        // Truncated body.
+        let mut short = PROBE_BYTES[..8].to_vec();
+        short[3] = 4;
+        assert_eq!(Message::decode(&short, |_| None), Err(Error::Truncated));
+    }
+
     #[test]
     fn header_names_the_lsa() {
         let Message::Lsa(l) = lsa(services()) else {
@@ -921,9 +976,19 @@ mod test {
                 acks,
             })
         });
-        let unknown = (4_u8.., proptest::collection::vec(any::<u8>(), 0..16))
+        let probe = (any::<u32>(), any::<u32>(), any::<u64>(), any::<bool>()).prop_map(
+            |(r, seq, sent_at_us, reply)| {
+                Message::Probe(Probe {
+                    router_id: RouterId(r),
+                    seq,
+                    sent_at_us,
+                    reply,
+                })
+            },
+        );
+        let unknown = (5_u8.., proptest::collection::vec(any::<u8>(), 0..16))
             .prop_map(|(msg_type, body)| Message::Unknown { msg_type, body });
-        prop_oneof![hello, lsa, ack, unknown]
+        prop_oneof![hello, lsa, ack, probe, unknown]
     }
 
     proptest! {
@@ -933,12 +998,12 @@ mod test {
             let (back, check) = Message::decode(&bytes, |_| Some(&b"s"[..])).unwrap();
             prop_assert_eq!(back, msg.clone());
             prop_assert_eq!(check, key.map_or(AuthCheck::Unsigned, AuthCheck::Good));
-            crate::wire::fuzz::igp(&bytes);
+            crate::fuzz::igp(&bytes);
         }
 
         #[test]
         fn decode_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
-            crate::wire::fuzz::igp(&bytes);
+            crate::fuzz::igp(&bytes);
         }
     }
 }

@@ -42,24 +42,25 @@ pub const MAX_OPTION_DATA: usize = 0xff;
 /// Longest options header: Hdr Ext Len 255 means (255 + 1) × 8 octets.
 pub const MAX_HEADER_LEN: usize = 0x800;
 
-/// IPv6 option type (RFC 8200 §4.2), an open enum: unknown values survive a
-/// round trip as [`OptionType::Unknown`].
-///
-/// The two high-order bits say what a node that does not know the type does
-/// with the packet ([`OptionType::unknown_action`]); the third says whether
-/// the data may change en route ([`OptionType::may_change`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum OptionType {
-    /// `0x00`: one octet of padding, no length or data field.
-    Pad1,
-    /// `0x01`: two or more octets of padding.
-    PadN,
-    /// `0x1E` (RFC 4727 experimental): the sticky-service option, never changes en route.
-    Sticky,
-    /// `0x3E` (RFC 4727 experimental): the ROSA option, may change en route.
-    Rosa,
-    /// Any other type. Construct through `From<u8>` so known values map to their variant.
-    Unknown(u8),
+open_enum! {
+    /// IPv6 option type (RFC 8200 §4.2), an open enum: unknown values survive a
+    /// round trip as [`OptionType::Unknown`].
+    ///
+    /// The two high-order bits say what a node that does not know the type does
+    /// with the packet ([`OptionType::unknown_action`]); the third says whether
+    /// the data may change en route ([`OptionType::may_change`]).
+    ///
+    /// `Unknown`: Any other type. Construct through `From<u8>` so known values map to their variant.
+    pub enum OptionType: u8 {
+        /// `0x00`: one octet of padding, no length or data field.
+        Pad1 = 0x00,
+        /// `0x01`: two or more octets of padding.
+        PadN = 0x01,
+        /// `0x1E` (RFC 4727 experimental): the sticky-service option, never changes en route.
+        Sticky = 0x1e,
+        /// `0x3E` (RFC 4727 experimental): the ROSA option, may change en route.
+        Rosa = 0x3e,
+    }
 }
 
 impl OptionType {
@@ -91,24 +92,6 @@ impl OptionType {
             Self::Rosa => 0x3e,
             Self::Unknown(v) => v,
         }
-    }
-}
-
-impl From<u8> for OptionType {
-    fn from(value: u8) -> Self {
-        match value {
-            0x00 => Self::Pad1,
-            0x01 => Self::PadN,
-            0x1e => Self::Sticky,
-            0x3e => Self::Rosa,
-            other => Self::Unknown(other),
-        }
-    }
-}
-
-impl From<OptionType> for u8 {
-    fn from(value: OptionType) -> Self {
-        value.value()
     }
 }
 
@@ -1029,7 +1012,7 @@ pub(crate) mod test {
 
         #[test]
         fn parse_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
-            crate::wire::fuzz::ipv6opt(&bytes);
+            crate::fuzz::ipv6opt(&bytes);
         }
     }
 }

@@ -4,10 +4,48 @@
 
 use core::fmt;
 
+/// An open enum over an integer type (every open code point of our wire
+/// formats): named values, and `Unknown(n)` for the
+/// rest, with `From` both ways (after smoltcp's `enum_with_unknown!`).
+macro_rules! open_enum {
+    (
+        $(#[$m:meta])*
+        pub enum $name:ident: $ty:ty {
+            $( $(#[$vm:meta])* $var:ident = $val:literal, )+
+        }
+    ) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum $name {
+            $( $(#[$vm])* $var, )+
+            /// Any other value. Construct through `From` so that named values
+            /// map to their variant.
+            Unknown($ty),
+        }
+
+        impl From<$ty> for $name {
+            fn from(v: $ty) -> Self {
+                match v {
+                    $( $val => Self::$var, )+
+                    other => Self::Unknown(other),
+                }
+            }
+        }
+
+        impl From<$name> for $ty {
+            fn from(v: $name) -> Self {
+                match v {
+                    $( $name::$var => $val, )+
+                    $name::Unknown(other) => other,
+                }
+            }
+        }
+    };
+}
+
 pub mod appmetrics;
 pub mod auth;
-#[doc(hidden)]
-pub mod fuzz;
+pub mod checksum;
 pub mod gff;
 pub mod gre;
 pub mod igp;

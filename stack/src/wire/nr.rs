@@ -22,6 +22,7 @@
 //! | 1   | FQDN          | the canonical name ([`Fqdn`]): lower case, no trailing dot  |
 //! | 2   | auth tag      | `key_id:u8` + 16 octets of HMAC-SHA256 **\[ext\]**; must be last |
 //! | 3   | reverse path  | 32-octet pathID (path response: serving → requester)         |
+//! | 4   | sequence      | `sender:u16 seq:u64` for replay protection ([`seal`]) **\[ext\]**; before the auth tag |
 //!
 //! Limits and choices: a path response's `len` is 0 (not found: then the
 //! serving nSFF octet is 255) or 8 (our 256-bit pathIDs); reserved bits are
@@ -36,6 +37,7 @@ use core::str::FromStr;
 
 use ring::digest;
 
+use super::auth::{Keyring, Reject};
 use super::gff::{MessageType, PathId, PATH_ID_LEN};
 use super::{Error, Result};
 
@@ -173,6 +175,8 @@ pub enum TlvType {
     AuthTag,
     /// 3: the reverse pathID **\[ext\]**.
     ReversePath,
+    /// 4: the sender's sequence number **\[ext\]**.
+    Sequence,
     /// Any other value.
     Unknown(u8),
 }
@@ -183,6 +187,7 @@ impl From<u8> for TlvType {
             1 => Self::Fqdn,
             2 => Self::AuthTag,
             3 => Self::ReversePath,
+            4 => Self::Sequence,
             other => Self::Unknown(other),
         }
     }
@@ -194,6 +199,7 @@ impl From<TlvType> for u8 {
             TlvType::Fqdn => 1,
             TlvType::AuthTag => 2,
             TlvType::ReversePath => 3,
+            TlvType::Sequence => 4,
             TlvType::Unknown(v) => v,
         }
     }
@@ -212,7 +218,15 @@ pub enum Tlv<'a> {
     AuthTag(AuthTag),
     /// A reverse pathID.
     ReversePath(PathId),
-    /// Any other TLV, kept verbatim: type not 1..=3, value at most 255 octets.
+    /// A sequence number: the sender ([`super::auth::SENDER_NR`] etc.) and
+    /// its number ([`super::auth::Sequencer`]).
+    Sequence {
+        /// The sender ID.
+        sender: u16,
+        /// Its sequence number.
+        seq: u64,
+    },
+    /// Any other TLV, kept verbatim: type not 1..=4, value at most 255 octets.
     Unknown {
         /// The type octet.
         tlv_type: u8,
@@ -228,6 +242,7 @@ impl<'a> Tlv<'a> {
             Self::Fqdn(_) => TlvType::Fqdn,
             Self::AuthTag(_) => TlvType::AuthTag,
             Self::ReversePath(_) => TlvType::ReversePath,
+            Self::Sequence { .. } => TlvType::Sequence,
             Self::Unknown { tlv_type, .. } => TlvType::Unknown(*tlv_type),
         }
     }
@@ -237,6 +252,7 @@ impl<'a> Tlv<'a> {
             Self::Fqdn(s) => s.len(),
             Self::AuthTag(_) => 1 + AUTH_TAG_LEN,
             Self::ReversePath(_) => PATH_ID_LEN,
+            Self::Sequence { .. } => 10,
             Self::Unknown { value, .. } => value.len(),
         }
     }
@@ -249,7 +265,7 @@ impl<'a> Tlv<'a> {
     fn check(&self) -> Result<()> {
         match self {
             Self::Fqdn(s) => check_canonical(s),
-            Self::AuthTag(_) | Self::ReversePath(_) => Ok(()),
+            Self::AuthTag(_) | Self::ReversePath(_) | Self::Sequence { .. } => Ok(()),
             Self::Unknown { tlv_type, value } => {
                 if !matches!(TlvType::from(*tlv_type), TlvType::Unknown(_)) {
                     return Err(Error::Malformed);
@@ -296,6 +312,17 @@ impl<'a> Tlv<'a> {
                 };
                 Self::ReversePath(p)
             }
+            TlvType::Sequence => {
+                let Ok(v) = <[u8; 10]>::try_from(value) else {
+                    return Err(Error::BadLength);
+                };
+                let mut q = [0; 8];
+                q.copy_from_slice(&v[2..]);
+                Self::Sequence {
+                    sender: u16::from_be_bytes([v[0], v[1]]),
+                    seq: u64::from_be_bytes(q),
+                }
+            }
             TlvType::Unknown(tlv_type) => Self::Unknown { tlv_type, value },
         };
         Ok((tlv, 2 + value.len()))
@@ -313,6 +340,10 @@ impl<'a> Tlv<'a> {
                 value[1..].copy_from_slice(&a.tag);
             }
             Self::ReversePath(p) => value.copy_from_slice(p.as_bytes()),
+            Self::Sequence { sender, seq } => {
+                value[..2].copy_from_slice(&sender.to_be_bytes());
+                value[2..].copy_from_slice(&seq.to_be_bytes());
+            }
             Self::Unknown { value: v, .. } => value.copy_from_slice(v),
         }
     }
@@ -385,6 +416,14 @@ impl<'a> Tlvs<'a> {
     pub fn auth(&self) -> Option<AuthTag> {
         self.iter().find_map(|t| match t {
             Tlv::AuthTag(a) => Some(a),
+            _ => None,
+        })
+    }
+
+    /// The first sequence TLV: (sender, seq).
+    pub fn sequence(&self) -> Option<(u16, u64)> {
+        self.iter().find_map(|t| match t {
+            Tlv::Sequence { sender, seq } => Some((sender, seq)),
             _ => None,
         })
     }
@@ -886,6 +925,58 @@ pub fn verify<'k>(
     Ok(auth.check(secret_for, &[&[u8::from(msg_type)], unsigned]))
 }
 
+/// Octets [`seal`] adds to a message: a sequence and an auth TLV.
+pub const SEAL_LEN: usize = 2 + 10 + AUTH_TLV_LEN;
+
+/// Sign `msg` (an emitted message of type `msg_type` whose TLVs run to its
+/// end) when `ring` is keyed: append a sequence TLV with the next number
+/// and the auth tag over both. Unkeyed: nothing.
+pub fn seal(ring: &mut Keyring, mono_us: u64, msg_type: MessageType, msg: &mut Vec<u8>) {
+    let Some((key_id, secret)) = ring.signer() else {
+        return;
+    };
+    let secret = secret.to_vec();
+    let (sender, seq) = ring.next_seq(mono_us);
+    let t = Tlv::Sequence { sender, seq };
+    let start = msg.len();
+    msg.resize(start + t.buffer_len(), 0);
+    t.emit(&mut msg[start..]);
+    append_auth(msg, msg_type, key_id, &secret);
+}
+
+/// Check `payload` (type `msg_type`) against `ring`: unkeyed, `Ok(None)`;
+/// keyed, a good tag over a message with a sequence TLV gives its
+/// (sender, seq) — the replay check ([`Keyring::fresh`]) is the caller's,
+/// so it can let a redundant copy through first.
+pub fn authenticate(
+    ring: &Keyring,
+    msg_type: MessageType,
+    payload: &[u8],
+) -> core::result::Result<Option<(u16, u64)>, Reject> {
+    if !ring.is_keyed() {
+        return Ok(None);
+    }
+    let check = verify(msg_type, payload, |k| ring.secret(k)).map_err(|_| Reject::Malformed)?;
+    if let Some(r) = Reject::from_check(check) {
+        return Err(r);
+    }
+    let repr = Repr::parse(msg_type, payload).map_err(|_| Reject::Malformed)?;
+    repr.tlvs().sequence().map(Some).ok_or(Reject::Unsequenced)
+}
+
+/// [`authenticate`], then the replay check.
+pub fn open(
+    ring: &mut Keyring,
+    mono_us: u64,
+    msg_type: MessageType,
+    payload: &[u8],
+) -> core::result::Result<(), Reject> {
+    if let Some((sender, seq)) = authenticate(ring, msg_type, payload)? {
+        ring.fresh(mono_us, sender, seq)?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod test {
     use proptest::prelude::*;
@@ -1226,7 +1317,7 @@ mod test {
     fn arb_tlvs() -> impl Strategy<Value = Vec<(u8, Vec<u8>)>> {
         proptest::collection::vec(
             (
-                prop_oneof![Just(1_u8), Just(3_u8), 4_u8..=0xff],
+                prop_oneof![Just(1_u8), Just(3_u8), 5_u8..=0xff],
                 proptest::collection::vec(any::<u8>(), 0..40),
             ),
             0..4,
@@ -1288,7 +1379,63 @@ mod test {
 
         #[test]
         fn parse_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
-            crate::wire::fuzz::nr(&bytes);
+            crate::fuzz::nr(&bytes);
         }
+    }
+
+    #[test]
+    fn seal_and_open_with_replay() {
+        const E: u64 = 100_000_000_000;
+        let keys = || vec![(5, b"fabric-secret".to_vec())];
+        let mut nsff = Keyring::new(keys(), 1, E);
+        let mut nr = Keyring::new(keys(), super::super::auth::SENDER_NR, E);
+        let tlv = [Tlv::Fqdn("a.example")];
+        let repr = Repr::Registration(Registration {
+            deregister: true,
+            hash: hash_fqdn("a.example"),
+            nsff_id: NsffId::new(1).unwrap(),
+            tlvs: Tlvs::new(&tlv).unwrap(),
+        });
+        let mut m = vec![0; repr.buffer_len()];
+        repr.emit(&mut m);
+        let plain = m.clone();
+        seal(&mut nsff, 0, MessageType::Registration, &mut m);
+        assert_eq!(m.len(), plain.len() + SEAL_LEN);
+        let back = Repr::parse(MessageType::Registration, &m).unwrap();
+        assert_eq!(back.tlvs().sequence(), Some((1, E)));
+        assert_eq!(back.tlvs().fqdn(), Some("a.example"));
+        assert_eq!(open(&mut nr, 1, MessageType::Registration, &m), Ok(()));
+        assert_eq!(
+            open(&mut nr, 2, MessageType::Registration, &m),
+            Err(Reject::Replayed)
+        );
+        assert_eq!(
+            open(&mut nr, 2, MessageType::Registration, &plain),
+            Err(Reject::Unsigned)
+        );
+        // Signed but with no sequence: refused.
+        let mut old = plain.clone();
+        append_auth(&mut old, MessageType::Registration, 5, b"fabric-secret");
+        assert_eq!(
+            open(&mut nr, 2, MessageType::Registration, &old),
+            Err(Reject::Unsequenced)
+        );
+        // The sequence is under the tag.
+        let mut forged = m.clone();
+        let at = plain.len() + 2 + 9;
+        forged[at] ^= 1;
+        assert_eq!(
+            open(&mut nr, 2, MessageType::Registration, &forged),
+            Err(Reject::Bad)
+        );
+        // The next one from the same sender is fresh.
+        let mut m2 = plain.clone();
+        seal(&mut nsff, 3, MessageType::Registration, &mut m2);
+        assert_eq!(open(&mut nr, 4, MessageType::Registration, &m2), Ok(()));
+        // Unkeyed rings check nothing.
+        assert_eq!(
+            open(&mut Keyring::none(), 0, MessageType::Registration, &plain),
+            Ok(())
+        );
     }
 }

@@ -29,7 +29,7 @@ use core::fmt;
 use super::gff::{PathId, PATH_ID_LEN};
 use super::nr::NsffId;
 use super::{Error, Result};
-use crate::shim::edit::ones_complement_sum;
+use crate::wire::checksum::ones_complement_sum;
 
 /// A transaction ID: the originating nSFF in the top 8 bits, a counter in
 /// the low 24.
@@ -889,7 +889,7 @@ mod test {
 
         #[test]
         fn parse_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
-            crate::wire::fuzz::nsff(&bytes);
+            crate::fuzz::nsff(&bytes);
         }
     }
 }

@@ -52,50 +52,23 @@ pub const MAX_METADATA_LEN: usize = MAX_LEN - HEADER_LEN;
 /// Most value octets of one MD type 2 context header (its length is 7 bits).
 pub const MAX_CONTEXT_VALUE_LEN: usize = 0x7f;
 
-/// The NSH Next Protocol field (RFC 8300 §11.2.5), an open enum.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum NextProtocol {
-    /// `0x01`: IPv4.
-    Ipv4,
-    /// `0x02`: IPv6.
-    Ipv6,
-    /// `0x03`: Ethernet.
-    Ethernet,
-    /// `0x04`: NSH.
-    Nsh,
-    /// `0x05`: MPLS.
-    Mpls,
-    /// `0xFE` (RFC 8300's "Experiment 1"): an HTTP message follows **\[ext\]**.
-    Http,
-    /// Any other value (`0xFF` is "Experiment 2"). Construct through `From<u8>`.
-    Unknown(u8),
-}
-
-impl From<u8> for NextProtocol {
-    fn from(value: u8) -> Self {
-        match value {
-            0x01 => Self::Ipv4,
-            0x02 => Self::Ipv6,
-            0x03 => Self::Ethernet,
-            0x04 => Self::Nsh,
-            0x05 => Self::Mpls,
-            0xfe => Self::Http,
-            other => Self::Unknown(other),
-        }
-    }
-}
-
-impl From<NextProtocol> for u8 {
-    fn from(value: NextProtocol) -> Self {
-        match value {
-            NextProtocol::Ipv4 => 0x01,
-            NextProtocol::Ipv6 => 0x02,
-            NextProtocol::Ethernet => 0x03,
-            NextProtocol::Nsh => 0x04,
-            NextProtocol::Mpls => 0x05,
-            NextProtocol::Http => 0xfe,
-            NextProtocol::Unknown(v) => v,
-        }
+open_enum! {
+    /// The NSH Next Protocol field (RFC 8300 §11.2.5), an open enum.
+    ///
+    /// `Unknown`: Any other value (`0xFF` is "Experiment 2"). Construct through `From<u8>`.
+    pub enum NextProtocol: u8 {
+        /// `0x01`: IPv4.
+        Ipv4 = 0x01,
+        /// `0x02`: IPv6.
+        Ipv6 = 0x02,
+        /// `0x03`: Ethernet.
+        Ethernet = 0x03,
+        /// `0x04`: NSH.
+        Nsh = 0x04,
+        /// `0x05`: MPLS.
+        Mpls = 0x05,
+        /// `0xFE` (RFC 8300's "Experiment 1"): an HTTP message follows **\[ext\]**.
+        Http = 0xfe,
     }
 }
 
@@ -113,35 +86,15 @@ impl fmt::Display for NextProtocol {
     }
 }
 
-/// The NSH MD Type field (4 bits), an open enum.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum MdType {
-    /// `0x1`: 16 octets of fixed context.
-    Type1,
-    /// `0x2`: variable context headers.
-    Type2,
-    /// Any other value (0 reserved, 0xF experimental, the rest unassigned).
-    /// Only the low 4 bits go on the wire.
-    Unknown(u8),
-}
-
-impl From<u8> for MdType {
-    fn from(value: u8) -> Self {
-        match value {
-            0x1 => Self::Type1,
-            0x2 => Self::Type2,
-            other => Self::Unknown(other),
-        }
-    }
-}
-
-impl From<MdType> for u8 {
-    fn from(value: MdType) -> Self {
-        match value {
-            MdType::Type1 => 0x1,
-            MdType::Type2 => 0x2,
-            MdType::Unknown(v) => v,
-        }
+open_enum! {
+    /// The NSH MD Type field (4 bits), an open enum.
+    ///
+    /// `Unknown`: Any other value (0 reserved, 0xF experimental, the rest unassigned). Only the low 4 bits go on the wire.
+    pub enum MdType: u8 {
+        /// `0x1`: 16 octets of fixed context.
+        Type1 = 0x1,
+        /// `0x2`: variable context headers.
+        Type2 = 0x2,
     }
 }
 
@@ -1074,7 +1027,7 @@ mod test {
 
         #[test]
         fn parse_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
-            crate::wire::fuzz::nsh(&bytes);
+            crate::fuzz::nsh(&bytes);
         }
     }
 }

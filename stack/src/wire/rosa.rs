@@ -76,19 +76,20 @@ const SEGMENT_HEADER_LEN: usize = 4;
 /// Octets of an auth entry's value: `key_id` and the tag.
 pub const AUTH_VALUE_LEN: usize = 1 + AUTH_TAG_LEN;
 
-/// The message kind (the low nibble of the first octet), an open enum.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum MessageKind {
-    /// 1: instance → its SAR, flooded to the ingress SARs.
-    Announcement,
-    /// 2: client → ingress SAR → instance.
-    Request,
-    /// 3: instance → ingress SAR → client.
-    Response,
-    /// 4: instance → its SAR: the service is gone from this instance.
-    Withdrawal,
-    /// Any other nibble (0, 5..=15). Values above 15 cannot be emitted.
-    Unknown(u8),
+open_enum! {
+    /// The message kind (the low nibble of the first octet), an open enum.
+    ///
+    /// `Unknown`: Any other nibble (0, 5..=15). Values above 15 cannot be emitted.
+    pub enum MessageKind: u8 {
+        /// 1: instance → its SAR, flooded to the ingress SARs.
+        Announcement = 1,
+        /// 2: client → ingress SAR → instance.
+        Request = 2,
+        /// 3: instance → ingress SAR → client.
+        Response = 3,
+        /// 4: instance → its SAR: the service is gone from this instance.
+        Withdrawal = 4,
+    }
 }
 
 impl MessageKind {
@@ -99,82 +100,27 @@ impl MessageKind {
     }
 }
 
-impl From<u8> for MessageKind {
-    fn from(value: u8) -> Self {
-        match value {
-            1 => Self::Announcement,
-            2 => Self::Request,
-            3 => Self::Response,
-            4 => Self::Withdrawal,
-            other => Self::Unknown(other),
-        }
-    }
-}
-
-impl From<MessageKind> for u8 {
-    fn from(value: MessageKind) -> Self {
-        match value {
-            MessageKind::Announcement => 1,
-            MessageKind::Request => 2,
-            MessageKind::Response => 3,
-            MessageKind::Withdrawal => 4,
-            MessageKind::Unknown(v) => v,
-        }
-    }
-}
-
-/// An entry's type octet, an open enum.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum EntryType {
-    /// 1: the service name.
-    Service,
-    /// 2: the client's address.
-    Client,
-    /// 3: the ingress SAR's address.
-    Ingress,
-    /// 4: the service instance's address.
-    Instance,
-    /// 5: the client's transport protocol and port.
-    Port,
-    /// 6: announcement constraints.
-    Constraint,
-    /// 7: the address of the SAG handling an inter-domain request.
-    Sag,
-    /// 8: the auth tag.
-    Auth,
-    /// Any other value.
-    Unknown(u8),
-}
-
-impl From<u8> for EntryType {
-    fn from(value: u8) -> Self {
-        match value {
-            1 => Self::Service,
-            2 => Self::Client,
-            3 => Self::Ingress,
-            4 => Self::Instance,
-            5 => Self::Port,
-            6 => Self::Constraint,
-            7 => Self::Sag,
-            8 => Self::Auth,
-            other => Self::Unknown(other),
-        }
-    }
-}
-
-impl From<EntryType> for u8 {
-    fn from(value: EntryType) -> Self {
-        match value {
-            EntryType::Service => 1,
-            EntryType::Client => 2,
-            EntryType::Ingress => 3,
-            EntryType::Instance => 4,
-            EntryType::Port => 5,
-            EntryType::Constraint => 6,
-            EntryType::Sag => 7,
-            EntryType::Auth => 8,
-            EntryType::Unknown(v) => v,
-        }
+open_enum! {
+    /// An entry's type octet, an open enum.
+    ///
+    /// `Unknown`: Any other value.
+    pub enum EntryType: u8 {
+        /// 1: the service name.
+        Service = 1,
+        /// 2: the client's address.
+        Client = 2,
+        /// 3: the ingress SAR's address.
+        Ingress = 3,
+        /// 4: the service instance's address.
+        Instance = 4,
+        /// 5: the client's transport protocol and port.
+        Port = 5,
+        /// 6: announcement constraints.
+        Constraint = 6,
+        /// 7: the address of the SAG handling an inter-domain request.
+        Sag = 7,
+        /// 8: the auth tag.
+        Auth = 8,
     }
 }
 
@@ -391,81 +337,37 @@ pub struct FlowPort {
     pub port: u16,
 }
 
-/// The mode of a Constraint's mode+policy entry, an open enum.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum Mode {
-    /// 0: routing-based steering over the IGP.
-    Routing,
-    /// 1: scheduling at the ingress SAR.
-    Scheduling,
-    /// Any other value.
-    Unknown(u8),
-}
-
-impl From<u8> for Mode {
-    fn from(value: u8) -> Self {
-        match value {
-            0 => Self::Routing,
-            1 => Self::Scheduling,
-            other => Self::Unknown(other),
-        }
+open_enum! {
+    /// The mode of a Constraint's mode+policy entry, an open enum.
+    #[derive(Serialize, Deserialize)]
+    ///
+    /// `Unknown`: Any other value.
+    pub enum Mode: u8 {
+        /// 0: routing-based steering over the IGP.
+        Routing = 0,
+        /// 1: scheduling at the ingress SAR.
+        Scheduling = 1,
     }
 }
 
-impl From<Mode> for u8 {
-    fn from(value: Mode) -> Self {
-        match value {
-            Mode::Routing => 0,
-            Mode::Scheduling => 1,
-            Mode::Unknown(v) => v,
-        }
-    }
-}
-
-/// The policy of a Constraint's mode+policy entry, an open enum.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum Policy {
-    /// 0: shortest path.
-    Shortest,
-    /// 1: uniformly random.
-    Random,
-    /// 2: round robin.
-    RoundRobin,
-    /// 3: weighted round robin by capability.
-    Weighted,
-    /// 4: lowest reported metric.
-    MinMetric,
-    /// 5: App-Metrics cost (SPEC §3).
-    AppMetricsCost,
-    /// Any other value.
-    Unknown(u8),
-}
-
-impl From<u8> for Policy {
-    fn from(value: u8) -> Self {
-        match value {
-            0 => Self::Shortest,
-            1 => Self::Random,
-            2 => Self::RoundRobin,
-            3 => Self::Weighted,
-            4 => Self::MinMetric,
-            5 => Self::AppMetricsCost,
-            other => Self::Unknown(other),
-        }
-    }
-}
-
-impl From<Policy> for u8 {
-    fn from(value: Policy) -> Self {
-        match value {
-            Policy::Shortest => 0,
-            Policy::Random => 1,
-            Policy::RoundRobin => 2,
-            Policy::Weighted => 3,
-            Policy::MinMetric => 4,
-            Policy::AppMetricsCost => 5,
-            Policy::Unknown(v) => v,
-        }
+open_enum! {
+    /// The policy of a Constraint's mode+policy entry, an open enum.
+    #[derive(Serialize, Deserialize)]
+    ///
+    /// `Unknown`: Any other value.
+    pub enum Policy: u8 {
+        /// 0: shortest path.
+        Shortest = 0,
+        /// 1: uniformly random.
+        Random = 1,
+        /// 2: round robin.
+        RoundRobin = 2,
+        /// 3: weighted round robin by capability.
+        Weighted = 3,
+        /// 4: lowest reported metric.
+        MinMetric = 4,
+        /// 5: App-Metrics cost (SPEC §3).
+        AppMetricsCost = 5,
     }
 }
 
@@ -1750,7 +1652,7 @@ pub(crate) mod test {
 
         #[test]
         fn parse_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
-            crate::wire::fuzz::rosa(&bytes);
+            crate::fuzz::rosa(&bytes);
         }
     }
 }

@@ -37,34 +37,15 @@ pub const AFI_IPV4: u8 = 1;
 /// AFI of an IPv6 sticky egress address.
 pub const AFI_IPV6: u8 = 2;
 
-/// The sticky type octet, an open enum.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum StickyType {
-    /// 1: the unicast address of the sticky egress.
-    Egress,
-    /// 2: the APN6 application-aware sticky ID **\[ext\]**.
-    Apn6,
-    /// Any other value.
-    Unknown(u8),
-}
-
-impl From<u8> for StickyType {
-    fn from(value: u8) -> Self {
-        match value {
-            1 => Self::Egress,
-            2 => Self::Apn6,
-            other => Self::Unknown(other),
-        }
-    }
-}
-
-impl From<StickyType> for u8 {
-    fn from(value: StickyType) -> Self {
-        match value {
-            StickyType::Egress => 1,
-            StickyType::Apn6 => 2,
-            StickyType::Unknown(v) => v,
-        }
+open_enum! {
+    /// The sticky type octet, an open enum.
+    ///
+    /// `Unknown`: Any other value.
+    pub enum StickyType: u8 {
+        /// 1: the unicast address of the sticky egress.
+        Egress = 1,
+        /// 2: the APN6 application-aware sticky ID **\[ext\]**.
+        Apn6 = 2,
     }
 }
 
@@ -691,7 +672,7 @@ mod test {
 
         #[test]
         fn parse_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
-            crate::wire::fuzz::sticky(&bytes);
+            crate::fuzz::sticky(&bytes);
         }
     }
 }

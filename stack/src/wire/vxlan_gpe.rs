@@ -27,46 +27,21 @@ pub const UDP_PORT: u16 = 4790;
 /// Octets of the header.
 pub const HEADER_LEN: usize = 8;
 
-/// The Next Protocol field, an open enum.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum NextProtocol {
-    /// `0x01`: IPv4.
-    Ipv4,
-    /// `0x02`: IPv6.
-    Ipv6,
-    /// `0x03`: Ethernet.
-    Ethernet,
-    /// `0x04`: NSH.
-    Nsh,
-    /// `0x05`: MPLS.
-    Mpls,
-    /// Any other value.
-    Unknown(u8),
-}
-
-impl From<u8> for NextProtocol {
-    fn from(value: u8) -> Self {
-        match value {
-            0x01 => Self::Ipv4,
-            0x02 => Self::Ipv6,
-            0x03 => Self::Ethernet,
-            0x04 => Self::Nsh,
-            0x05 => Self::Mpls,
-            other => Self::Unknown(other),
-        }
-    }
-}
-
-impl From<NextProtocol> for u8 {
-    fn from(value: NextProtocol) -> Self {
-        match value {
-            NextProtocol::Ipv4 => 0x01,
-            NextProtocol::Ipv6 => 0x02,
-            NextProtocol::Ethernet => 0x03,
-            NextProtocol::Nsh => 0x04,
-            NextProtocol::Mpls => 0x05,
-            NextProtocol::Unknown(v) => v,
-        }
+open_enum! {
+    /// The Next Protocol field, an open enum.
+    ///
+    /// `Unknown`: Any other value.
+    pub enum NextProtocol: u8 {
+        /// `0x01`: IPv4.
+        Ipv4 = 0x01,
+        /// `0x02`: IPv6.
+        Ipv6 = 0x02,
+        /// `0x03`: Ethernet.
+        Ethernet = 0x03,
+        /// `0x04`: NSH.
+        Nsh = 0x04,
+        /// `0x05`: MPLS.
+        Mpls = 0x05,
     }
 }
 
@@ -407,7 +382,7 @@ mod test {
 
         #[test]
         fn parse_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
-            crate::wire::fuzz::vxlan_gpe(&bytes);
+            crate::fuzz::vxlan_gpe(&bytes);
         }
     }
 }

@@ -33,6 +33,12 @@ pub(crate) fn tshark_lines(tag: &str, frames: &[Vec<u8>], fields: &[&str]) -> Ve
         .and_then(|mut f| f.write_all(&pcap(frames)))
         .unwrap();
     let mut cmd = std::process::Command::new("tshark");
+    // Wireshark's view alone: no personal plugin (wireshark/svcroute.lua,
+    // installed by `scripts/setup --wireshark-plugin`) under this HOME.
+    cmd.env(
+        "HOME",
+        std::env::temp_dir().join("svcroute-tshark-no-plugins"),
+    );
     cmd.arg("-r").arg(&path);
     cmd.args([
         "-o",

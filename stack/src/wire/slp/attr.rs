@@ -254,9 +254,11 @@ fn is_reserved_octet(b: u8) -> bool {
     b.is_ascii() && is_attr_reserved(char::from(b))
 }
 
-/// An `<attr-list>` (RFC 2608 §5), possibly empty.
+/// An `<attr-list>` (RFC 2608 §5), possibly empty. Immutable and shared:
+/// a clone is a reference count (a directory agent keeps a registration's
+/// list as registered and as shown, usually the same).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
-pub struct AttrList(Vec<Attribute>);
+pub struct AttrList(std::sync::Arc<[Attribute]>);
 
 impl AttrList {
     /// `attrs`, or [`Error::TooLong`] if the list exceeds 65535 octets.
@@ -265,7 +267,7 @@ impl AttrList {
         if len.saturating_sub(1) > usize::from(u16::MAX) {
             return Err(Error::TooLong);
         }
-        Ok(Self(attrs))
+        Ok(Self(attrs.into()))
     }
 
     /// A list as on the wire; [`ParseError::Syntax`] if it breaks the grammar.
@@ -291,7 +293,7 @@ impl AttrList {
                 return Err(bad);
             }
         }
-        Ok(Self(attrs))
+        Ok(Self(attrs.into()))
     }
 
     /// The attributes.
@@ -338,7 +340,7 @@ impl AttrList {
     /// `Err` if an attribute mixes value types (`x=4,true`): a SrvReg with
     /// such a list gets INVALID_REGISTRATION (RFC 2608 §5).
     pub fn check_types(&self) -> Result<(), Registration> {
-        for a in &self.0 {
+        for a in self.0.iter() {
             if let Some((first, rest)) = a.values.split_first() {
                 if rest.iter().any(|v| v.kind() != first.kind()) {
                     return Err(Registration::MixedTypes);

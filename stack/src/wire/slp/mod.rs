@@ -32,44 +32,6 @@
 //! language from [`Header::peek`] and the code from
 //! [`ParseError::error_code`].
 
-/// An open enum over an integer type: named values, and `Unknown(n)` for the
-/// rest, with `From` both ways (after smoltcp's `enum_with_unknown!`).
-macro_rules! open_enum {
-    (
-        $(#[$m:meta])*
-        pub enum $name:ident: $ty:ty {
-            $( $(#[$vm:meta])* $var:ident = $val:literal, )+
-        }
-    ) => {
-        $(#[$m])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-        pub enum $name {
-            $( $(#[$vm])* $var, )+
-            /// Any other value. Construct through `From` so that named values
-            /// map to their variant.
-            Unknown($ty),
-        }
-
-        impl From<$ty> for $name {
-            fn from(v: $ty) -> Self {
-                match v {
-                    $( $val => Self::$var, )+
-                    other => Self::Unknown(other),
-                }
-            }
-        }
-
-        impl From<$name> for $ty {
-            fn from(v: $name) -> Self {
-                match v {
-                    $( $name::$var => $val, )+
-                    $name::Unknown(other) => other,
-                }
-            }
-        }
-    };
-}
-
 pub mod attr;
 pub mod auth;
 pub mod codec;
@@ -81,6 +43,7 @@ pub mod msg;
 pub mod scope;
 mod text;
 pub mod url;
+pub mod v1;
 
 pub use attr::{AttrList, AttrValue, Attribute, TagList};
 pub use auth::{Signed, Signer, Verifier};
@@ -94,6 +57,7 @@ pub use msg::{
     SrvDeReg, SrvReg, SrvRply, SrvRqst, SrvTypeRply, SrvTypeRqst,
 };
 pub use scope::{NamingAuthority, Scope, ScopeList, ServiceType, ServiceTypeList};
+pub use text::fold;
 pub use url::{AuthBlock, AuthBlocks, Bsd, UrlEntry};
 
 /// The SLP port, UDP and TCP (RFC 2608 §6.1).
@@ -880,9 +844,9 @@ mod test {
             let mut b = m.to_bytes();
             let i = at % b.len();
             b[i] = v;
-            crate::wire::fuzz::slp(&b);
+            crate::fuzz::slp(&b);
             b.truncate(i);
-            crate::wire::fuzz::slp(&b);
+            crate::fuzz::slp(&b);
         }
     }
 
@@ -916,12 +880,12 @@ mod test {
                     b.insert(j, next() as u8);
                 }
             }
-            crate::wire::fuzz::slp(&b);
+            crate::fuzz::slp(&b);
             parsed += usize::from(Message::parse(&b).is_ok());
         }
         assert!(parsed > 100, "only {parsed} inputs parsed");
         for seed in &seeds {
-            crate::wire::fuzz::slp(seed);
+            crate::fuzz::slp(seed);
         }
 
         // Attribute lists and filters: the tables' strings, then mutations.
@@ -939,9 +903,9 @@ mod test {
                     _ => input.insert(j, next() as u8),
                 }
             }
-            crate::wire::fuzz::slp_filter(&input);
-            crate::wire::fuzz::slp_attr(&input[1..]);
-            crate::wire::fuzz::slp_attr(a.as_bytes());
+            crate::fuzz::slp_filter(&input);
+            crate::fuzz::slp_attr(&input[1..]);
+            crate::fuzz::slp_attr(a.as_bytes());
         }
     }
 }

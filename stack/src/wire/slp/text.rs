@@ -28,7 +28,7 @@ pub(super) const fn is_bad_tag(c: char) -> bool {
 
 /// `s` compared the SLP way: white space at the ends dropped, inner runs
 /// folded to one SPACE, case folded (RFC 2608 §6.4).
-pub(super) fn fold(s: &str) -> String {
+pub fn fold(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for word in s.split(is_ws).filter(|w| !w.is_empty()) {
         if !out.is_empty() {

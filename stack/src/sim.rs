@@ -43,7 +43,7 @@
 //!
 //! ```
 //! use smoltcp::time::Duration;
-//! use svcroute_stack::phy::sim::{SegmentConfig, Sim};
+//! use svcroute_stack::sim::{SegmentConfig, Sim};
 //! use svcroute_stack::runtime::{Context, Role};
 //!
 //! /// A role that does nothing (smoltcp still answers ARP and pings).
@@ -85,7 +85,7 @@ use std::rc::Rc;
 use smoltcp::time::{Duration, Instant};
 use smoltcp::wire::{EthernetAddress, IpAddress, IpCidr, Ipv4Address, Ipv6Address};
 
-use super::Link;
+use crate::phy::Link;
 use crate::runtime::{Node, PortConfig, Role};
 
 /// Length of the Ethernet II header the MTU check does not count.

@@ -331,6 +331,17 @@ pub fn slp(bytes: &[u8]) {
     assert!(out.len() == bytes.len() || (short_error && out.len() > bytes.len()));
 }
 
+/// `bytes` as an SLPv1 message: a request gets a whole SLPv1 reply with
+/// its XID and VER_NOT_SUPPORTED; nothing else is answered; never a panic.
+pub fn slp_v1(bytes: &[u8]) {
+    if let Some(r) = crate::wire::slp::v1::ver_not_supported(bytes) {
+        assert_eq!(r[0], crate::wire::slp::v1::VERSION);
+        assert_eq!(usize::from(u16::from_be_bytes([r[2], r[3]])), r.len());
+        assert_eq!(r[10..12], bytes[10..12]);
+        assert_eq!(r[12..14], [0, 9]);
+    }
+}
+
 /// `bytes` as an SLP attribute list and as a tag list: what parses re-emits
 /// unchanged, and a structured copy formats to a list that parses back.
 pub fn slp_attr(bytes: &[u8]) {
@@ -471,4 +482,138 @@ pub fn igp(bytes: &[u8]) {
     let out = msg.encode(key).unwrap();
     let (again, _) = Message::decode(&out, |_| None).unwrap();
     assert_eq!(again, msg);
+}
+
+/// `bytes` through the HTTP/1.1 decoders (`crate::http`). The first octet
+/// picks the decoder (request or response), whether the response answers a
+/// HEAD, small head limits (so the limit paths run) and the size of the
+/// pieces the rest is fed in. Every call consumes at most what it was
+/// given, `NeedMore` consumes everything, no call sequence spins without
+/// consuming (at most two zero-length events in a row), an error poisons
+/// the decoder (the same error again), and, when neither fails, feeding the
+/// bytes whole and in pieces gives the same messages.
+pub fn http(bytes: &[u8]) {
+    let Some((&sel, input)) = bytes.split_first() else {
+        return;
+    };
+    let limits = if sel & 4 != 0 {
+        crate::http::Limits {
+            max_head_bytes: 64,
+            max_headers: 4,
+            max_body_bytes: 32,
+        }
+    } else {
+        crate::http::Limits::default()
+    };
+    let piece = usize::from(sel >> 3) + 1;
+    let whole = http_events(sel, limits, input, input.len().max(1));
+    let pieces = http_events(sel, limits, input, piece);
+    if !whole.iter().chain(&pieces).any(|e| e.starts_with("error")) {
+        assert_eq!(whole, pieces, "the same bytes in pieces of {piece}");
+    }
+}
+
+/// The messages a decoder makes of `input` fed `piece` octets at a time:
+/// heads (debug form), body bytes (joined), ends, the first error.
+fn http_events(sel: u8, limits: crate::http::Limits, input: &[u8], piece: usize) -> Vec<String> {
+    use crate::http::{Decoded, RequestDecoder, ResponseDecoder};
+
+    enum Dec {
+        Req(RequestDecoder),
+        Resp(ResponseDecoder),
+    }
+    let mut dec = if sel & 1 == 0 {
+        Dec::Req(RequestDecoder::new(limits))
+    } else {
+        let mut d = ResponseDecoder::new(limits);
+        d.set_head_request(sel & 2 != 0);
+        Dec::Resp(d)
+    };
+    let mut events: Vec<String> = Vec::new();
+    let mut body: Vec<u8> = Vec::new();
+    let mut buf: Vec<u8> = Vec::new();
+    let mut fed = 0;
+    // Events in a row that consumed nothing.
+    let mut idle_calls = 0;
+    let mut need_more = false;
+    loop {
+        if buf.is_empty() && fed < input.len() {
+            let n = piece.min(input.len() - fed);
+            buf.extend_from_slice(&input[fed..fed + n]);
+            fed += n;
+        } else if buf.is_empty() && need_more {
+            break;
+        }
+        let r = match &mut dec {
+            Dec::Req(d) => d.decode(&buf).map(|(n, e)| {
+                let e = match e {
+                    Decoded::Head(h) => Decoded::Head(format!("{h:?}")),
+                    Decoded::Data(b) => Decoded::Data(b),
+                    Decoded::End => Decoded::End,
+                    Decoded::NeedMore => Decoded::NeedMore,
+                    Decoded::Closed => Decoded::Closed,
+                };
+                (n, e)
+            }),
+            Dec::Resp(d) => d.decode(&buf).map(|(n, e)| {
+                let e = match e {
+                    Decoded::Head(h) => Decoded::Head(format!("{h:?}")),
+                    Decoded::Data(b) => Decoded::Data(b),
+                    Decoded::End => Decoded::End,
+                    Decoded::NeedMore => Decoded::NeedMore,
+                    Decoded::Closed => Decoded::Closed,
+                };
+                (n, e)
+            }),
+        };
+        let (n, ev) = match r {
+            Ok(x) => x,
+            Err(e) => {
+                let again = match &mut dec {
+                    Dec::Req(d) => d.decode(&buf).err(),
+                    Dec::Resp(d) => d.decode(&buf).err(),
+                };
+                assert_eq!(again, Some(e), "an error poisons the decoder");
+                events.push(format!("error {e:?}"));
+                return events;
+            }
+        };
+        assert!(n <= buf.len(), "consumed {n} of {}", buf.len());
+        let flush = |events: &mut Vec<String>, body: &mut Vec<u8>| {
+            if !body.is_empty() {
+                events.push(format!("data {body:?}"));
+                body.clear();
+            }
+        };
+        need_more = matches!(ev, Decoded::NeedMore);
+        match ev {
+            Decoded::NeedMore => assert_eq!(n, buf.len(), "NeedMore consumes everything"),
+            Decoded::Head(h) => {
+                flush(&mut events, &mut body);
+                events.push(h);
+            }
+            Decoded::Data(d) => body.extend_from_slice(d),
+            Decoded::End => {
+                flush(&mut events, &mut body);
+                events.push("end".into());
+            }
+            Decoded::Closed => unreachable!("only recv says Closed"),
+        }
+        if n == 0 && !need_more {
+            idle_calls += 1;
+            assert!(idle_calls <= 2, "the decoder spins without consuming");
+        } else {
+            idle_calls = 0;
+        }
+        buf.drain(..n);
+    }
+    if !body.is_empty() {
+        events.push(format!("data {body:?}"));
+    }
+    let finished = match &mut dec {
+        Dec::Req(d) => d.finish(),
+        Dec::Resp(d) => d.finish(),
+    };
+    events.push(format!("finish {finished:?}"));
+    events
 }
