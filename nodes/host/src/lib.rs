@@ -21,6 +21,9 @@
 //! - [`echo`]: UDP echo client jobs.
 //! - [`rosa`]: the ROSA endpoint shim (SPEC §2.2, `docs/shim.md`), sans-IO,
 //!   driven from the role's ingress, egress and poll.
+//! - [`sticky`]: the UE's part of sticky service (draft 002 §4.3): a
+//!   received Sticky-Dst copied into the flow's later packets, and stable
+//!   flow labels; used here and by the TUN shim.
 //! - UDP echo lives here in `lib.rs`.
 
 #![forbid(unsafe_code)]
@@ -43,6 +46,7 @@ pub mod echo;
 pub mod latency;
 pub mod rosa;
 pub mod server;
+pub mod sticky;
 pub mod url;
 
 /// The `[host]` section of a node file.
@@ -82,6 +86,9 @@ pub struct HostConfig {
     /// The ROSA endpoint shim (`[host.rosa]`, SPEC §2.2): service names for
     /// client jobs, and serving as an instance.
     pub rosa: Option<rosa::RosaConfig>,
+    /// The UE's part of sticky service (`[host.sticky]`, draft 002 §4.3):
+    /// Sticky-Dst copying and stable flow labels.
+    pub sticky: sticky::StickyConfig,
 }
 
 /// One `[[host.insert_options]]` entry.
@@ -114,6 +121,7 @@ impl Default for HostConfig {
             idle_timeout_s: 120,
             insert_options: Vec::new(),
             rosa: None,
+            sticky: sticky::StickyConfig::default(),
         }
     }
 }
@@ -140,6 +148,9 @@ pub enum ConfigError {
     /// A `[host.rosa]` key is unusable (the message names it).
     #[error("{0}")]
     Rosa(String),
+    /// A `[host.sticky]` key is unusable (the message names it).
+    #[error("{0}")]
+    Sticky(String),
 }
 
 impl HostConfig {
@@ -190,6 +201,9 @@ impl HostConfig {
         if let Some(r) = &self.rosa {
             r.settings()?;
         }
+        self.sticky
+            .validate()
+            .map_err(|e| ConfigError::Sticky(e.replacen("key `", "key `sticky.", 1)))?;
         if let Some(i) = &self.instance {
             if i.is_empty() || i.len() > 64 || !i.bytes().all(|b| b.is_ascii_graphic()) {
                 return Err(ConfigError::BadInstance(i.clone()));
@@ -226,6 +240,13 @@ impl HostConfig {
     }
 }
 
+/// A 64-bit seed from a node name (FNV-1a).
+pub(crate) fn name_seed(node: &str) -> u64 {
+    node.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
 pub(crate) fn hex(s: &str) -> Option<Vec<u8>> {
     let s = s.trim();
     if s.len() % 2 != 0 {
@@ -250,6 +271,7 @@ pub struct Host {
     options: Vec<OwnedOption>,
     options_len: usize,
     rosa: rosa::Shim,
+    sticky: sticky::UeSticky,
 }
 
 impl Host {
@@ -272,6 +294,10 @@ impl Host {
             clients: client::Clients::new(&cfg),
             echoes: echo::Echoes::default(),
             rosa: rosa::Shim::new(cfg.rosa.as_ref())?,
+            // Without a configured seed, one from the node name: reproducible
+            // in simulations; the binary configures fresh randomness.
+            sticky: sticky::UeSticky::new(&cfg.sticky, name_seed(node))
+                .map_err(|e| ConfigError::Sticky(e.replacen("key `", "key `sticky.", 1)))?,
             cfg,
             echo: Vec::new(),
         })
@@ -285,6 +311,11 @@ impl Host {
     /// The ROSA shim (for tests and stats).
     pub fn rosa(&self) -> &rosa::Shim {
         &self.rosa
+    }
+
+    /// The sticky-service state (for tests and stats).
+    pub fn sticky(&self) -> &sticky::UeSticky {
+        &self.sticky
     }
 
     /// Client jobs (HTTP and UDP echo) still running.
@@ -325,6 +356,7 @@ impl Host {
         if self.rosa.poll_timeout().is_some_and(|t| t <= cx.now) {
             self.rosa.handle_timeout(cx.now, cx.stats);
         }
+        self.sticky.handle_timeout(cx.now, cx.stats);
         let mut any = false;
         while let Some((port, addr)) = self.rosa.poll_resolve() {
             any = true;
@@ -494,12 +526,18 @@ impl Role for Host {
         } else {
             0
         };
-        self.options_len + rosa
+        let sticky = if self.sticky.copies() {
+            sticky::STICKY_RESERVE
+        } else {
+            0
+        };
+        self.options_len + rosa + sticky
     }
 
     /// Strip our options (`Host::strip_options`), let the ROSA shim
-    /// rewrite what it must, and note SYNs to our services so listeners
-    /// are armed before smoltcp sees them.
+    /// rewrite what it must, remember a Sticky-Dst for the flow, and note
+    /// SYNs to our services so listeners are armed before smoltcp sees
+    /// them.
     fn ingress(&mut self, cx: &mut FrameContext<'_>, port: usize, frame: &mut Vec<u8>) -> Verdict {
         let opts = match Self::strip_options(cx, frame) {
             Ok(o) => o,
@@ -511,6 +549,10 @@ impl Role for Host {
             .map(OwnedOption::data);
         let verdict = self.rosa.ingress(cx.now, port, frame, rosa, cx.stats);
         drain_rosa(&mut self.rosa, cx.out);
+        if verdict == Verdict::Pass {
+            // As smoltcp will see it: after the ROSA shim's rewrite.
+            self.sticky.received(cx.now, frame, &opts, cx.stats);
+        }
         if verdict == Verdict::Pass && self.server.saw_syn(port, frame) {
             return Verdict::Drop("tcp_duplicate_syn");
         }
@@ -518,7 +560,8 @@ impl Role for Host {
     }
 
     /// Carry the configured options on every TCP and UDP packet over IPv6,
-    /// then let the ROSA shim address packets of service flows.
+    /// pin the flow label and add a copied Sticky-Dst (as smoltcp sent the
+    /// packet), then let the ROSA shim address packets of service flows.
     fn egress(&mut self, cx: &mut FrameContext<'_>, port: usize, frame: &mut Vec<u8>) -> Verdict {
         let v6 = frame.get(12..14) == Some(&[0x86, 0xdd][..]);
         // Only transport packets: neighbour discovery and MLD stay plain.
@@ -533,6 +576,8 @@ impl Role for Host {
         if !v6 {
             return Verdict::Pass;
         }
+        self.sticky
+            .sending(cx.now, frame, sticky::STICKY_RESERVE, cx.stats);
         let verdict = self.rosa.egress(cx.now, port, frame, cx.stats);
         drain_rosa(&mut self.rosa, cx.out);
         verdict
@@ -553,6 +598,7 @@ impl Role for Host {
             self.clients.poll_at(now),
             self.echoes.poll_at(),
             self.rosa.poll_timeout(),
+            self.sticky.poll_timeout(),
         ]
         .into_iter()
         .flatten()
@@ -585,6 +631,7 @@ impl Role for Host {
             Some("help") => ControlReply::Now(help()),
             Some("server") => ControlReply::Now(self.server.summary()),
             Some("rosa") => ControlReply::Now(self.rosa.summary()),
+            Some("sticky") => ControlReply::Now(self.sticky.summary(cx.now)),
             _ => ControlReply::Unknown,
         }
     }
@@ -604,6 +651,7 @@ fn help() -> Value {
             "ports": "ports, MACs, addresses",
             "server": "HTTP server connections and requests",
             "rosa": "ROSA shim: service names, client and instance flows",
+            "sticky": "sticky service (draft 002 §4.3): flows carrying a copied Sticky-Dst, flow labels",
             "get URL [--requests N] [--concurrency C] [--close] [--timeout-ms T] [--rosa] [--service NAME]":
                 "fetch URL N times over C keep-alive connections; latency percentiles; \
                  http://SERVICE/ by ROSA (docs/shim.md)",
@@ -633,16 +681,27 @@ mod test {
 
     #[test]
     fn options_reserve_their_padded_header() {
-        let h = Host::new("h", with_options(&[(0x3e, "1102aabbccdd")])).unwrap();
+        let no_copy = |opts: &[(u8, &str)]| HostConfig {
+            sticky: sticky::StickyConfig {
+                copy: false,
+                ..sticky::StickyConfig::default()
+            },
+            ..with_options(opts)
+        };
+        let h = Host::new("h", no_copy(&[(0x3e, "1102aabbccdd")])).unwrap();
         // 2 (next header, length) + 2 + 6 = 10, padded to 16.
         assert_eq!(h.header_reserve(), 16);
-        let h = Host::new("h", with_options(&[(0x1e, ""), (0x3e, "00")])).unwrap();
+        let h = Host::new("h", no_copy(&[(0x1e, ""), (0x3e, "00")])).unwrap();
         assert_eq!(h.header_reserve(), 8);
+        assert_eq!(Host::new("h", no_copy(&[])).unwrap().header_reserve(), 0);
+        // Copying a Sticky-Dst (the default) reserves room for it too.
+        let h = Host::new("h", with_options(&[(0x3e, "1102aabbccdd")])).unwrap();
+        assert_eq!(h.header_reserve(), 16 + sticky::STICKY_RESERVE);
         assert_eq!(
             Host::new("h", HostConfig::default())
                 .unwrap()
                 .header_reserve(),
-            0
+            sticky::STICKY_RESERVE
         );
     }
 
@@ -688,5 +747,18 @@ mod test {
         .err()
         .unwrap();
         assert!(e.to_string().contains("instance"), "{e}");
+        let e = Host::new(
+            "h",
+            HostConfig {
+                sticky: sticky::StickyConfig {
+                    flow_linger_s: 0,
+                    ..sticky::StickyConfig::default()
+                },
+                ..HostConfig::default()
+            },
+        )
+        .err()
+        .unwrap();
+        assert!(e.to_string().contains("`sticky.flow_linger_s`"), "{e}");
     }
 }

@@ -483,8 +483,8 @@ mod test {
         EthernetAddress, EthernetFrame, EthernetProtocol, EthernetRepr, Ipv6Packet, Ipv6Repr,
         TcpControl, TcpPacket, TcpRepr, TcpSeqNumber,
     };
-    use svcroute_stack::phy::sim::{self, SegmentConfig, Sim, SimLink};
     use svcroute_stack::phy::Link;
+    use svcroute_stack::sim::{self, SegmentConfig, Sim, SimLink};
 
     use super::*;
     use crate::{Host, HostConfig};

@@ -5,7 +5,7 @@
 use serde_json::Value;
 use smoltcp::time::Duration;
 use svcroute_host::{Host, HostConfig};
-use svcroute_stack::phy::sim::{SegmentConfig, Sim};
+use svcroute_stack::sim::{SegmentConfig, Sim};
 
 struct Outcome {
     result: Value,

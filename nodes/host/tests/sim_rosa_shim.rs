@@ -25,10 +25,10 @@ use smoltcp::time::{Duration, Instant};
 use smoltcp::wire::{EthernetAddress, IpProtocol, Ipv6Packet, TcpPacket};
 use svcroute_host::rosa::{RosaConfig, ServeConfig};
 use svcroute_host::{Host, HostConfig};
-use svcroute_stack::phy::sim::{self, NodeId, SegmentConfig, Sim, SimLink};
 use svcroute_stack::runtime::{Context, ControlReply, FrameContext, Node, Role};
 use svcroute_stack::shim::edit::{self, AddrField};
 use svcroute_stack::shim::{Direction, Verdict};
+use svcroute_stack::sim::{self, NodeId, SegmentConfig, Sim, SimLink};
 use svcroute_stack::wire::ipv6opt::OptionType;
 use svcroute_stack::wire::rosa::{Message, MessageKind};
 
@@ -320,6 +320,7 @@ fn instance_cfg(name: &str) -> HostConfig {
                 latency_us: None,
                 preference: None,
                 lifetime_s: 30,
+                live_load_step: None,
             }],
             key_id: KEY_ID,
             key: Some(KEY.into()),

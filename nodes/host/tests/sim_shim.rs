@@ -6,9 +6,9 @@
 
 use smoltcp::time::Duration;
 use svcroute_host::{Host, HostConfig};
-use svcroute_stack::phy::sim::{self, SegmentConfig, Sim};
 use svcroute_stack::runtime::{Context, FrameContext, PortConfig, Role};
 use svcroute_stack::shim::{Direction, Verdict};
+use svcroute_stack::sim::{self, SegmentConfig, Sim};
 
 /// Repeats frames between its two ports; drops frames of `drop_ethertype`.
 struct Repeater {

@@ -118,6 +118,7 @@ fn names(f: impl Fn(usize) -> String) -> Vec<ServiceName> {
 /// CPU time this thread has run, seconds (Linux: utime + stime in clock
 /// ticks of /proc/thread-self/stat), so the per-core figure does not
 /// depend on what else the machine runs.
+#[allow(clippy::disallowed_methods)] // a benchmark reads /proc; it is not a core
 fn thread_cpu_s() -> Option<f64> {
     let stat = std::fs::read_to_string("/proc/thread-self/stat").ok()?;
     // Fields after the parenthesised command name; utime, stime are 14, 15.

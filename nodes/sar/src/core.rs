@@ -31,7 +31,7 @@
 //! change; a withdrawal or an expiry removes it at once here and
 //! re-originates the part without it.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::net::{IpAddr, Ipv6Addr};
 
 use smoltcp::time::{Duration, Instant};
@@ -235,8 +235,15 @@ pub struct Sar {
     scratch: Vec<Candidate>,
     /// The member index of each `scratch` candidate (mixed entries).
     scratch_at: Vec<usize>,
+    /// Changes the sticky engine reads ([`Sar::poll_sticky_change`]),
+    /// recorded once [`Sar::watch_sticky`] was called.
+    sticky_changes: Option<VecDeque<Change>>,
+    sticky_overflow: bool,
     tally: Tally,
 }
+
+/// Changes kept for the sticky engine, at most; beyond, it rescans.
+const MAX_STICKY_CHANGES: usize = 4096;
 
 impl Sar {
     /// A SAR starting at `now`.
@@ -254,6 +261,8 @@ impl Sar {
             rng: Rng::new(cfg.seed ^ 0x7361_725f_726f_7361),
             scratch: Vec::new(),
             scratch_at: Vec::new(),
+            sticky_changes: None,
+            sticky_overflow: false,
             tally: Tally::default(),
             cfg,
         };
@@ -383,10 +392,29 @@ impl Sar {
         self.after(now);
     }
 
-    /// Set our sticky-table LSA (SPEC §3 scenario 1).
-    pub fn originate_sticky(&mut self, now: Instant, entries: Vec<StickyEntry>) {
-        self.igp.originate(now, 0, LsaBody::Sticky(entries));
+    /// Set part `part` of our sticky-table LSAs (SPEC §3, scenarios 1
+    /// and 2).
+    pub fn originate_sticky(&mut self, now: Instant, part: u16, entries: Vec<StickyEntry>) {
+        self.igp.originate(now, part, LsaBody::Sticky(entries));
         self.after(now);
+    }
+
+    /// From now on, keep the changes the sticky engine reads: App-Metrics
+    /// and Sticky LSAs, and SPF results.
+    pub fn watch_sticky(&mut self) {
+        self.sticky_changes.get_or_insert_with(VecDeque::new);
+    }
+
+    /// The next change for the sticky engine.
+    #[must_use]
+    pub fn poll_sticky_change(&mut self) -> Option<Change> {
+        self.sticky_changes.as_mut()?.pop_front()
+    }
+
+    /// Whether changes were lost since the last call (too many between two
+    /// reads): the sticky engine then rescans the LSDB.
+    pub fn sticky_changes_overflowed(&mut self) -> bool {
+        std::mem::take(&mut self.sticky_overflow)
     }
 
     /// Decide what to do with a packet carrying a ROSA option addressed to
@@ -579,6 +607,9 @@ impl Sar {
         }
         let name = msg.service().ok_or(AnnounceError::NoService)?.clone();
         let addr = msg.instance().unwrap_or(src);
+        if addr.is_ipv4() {
+            return Err(AnnounceError::Ipv4Instance);
+        }
         let mut constraints = msg.constraints().cloned().unwrap_or_default();
         // The lifetime is ours to flood (as remaining seconds), not part of
         // the constraints every SAR compares.
@@ -814,6 +845,19 @@ impl Sar {
     fn after(&mut self, now: Instant) {
         self.originate_parts(now);
         while let Some(c) = self.igp.poll_change() {
+            if let Some(q) = self.sticky_changes.as_mut() {
+                let wanted = matches!(
+                    c,
+                    Change::Routes | Change::Lsa((_, LsaKind::AppMetrics | LsaKind::Sticky, _))
+                );
+                if wanted && q.back() != Some(&c) {
+                    if q.len() >= MAX_STICKY_CHANGES {
+                        q.clear();
+                        self.sticky_overflow = true;
+                    }
+                    q.push_back(c);
+                }
+            }
             match c {
                 Change::Routes => {
                     self.nhib.set_routes(self.igp.routes());

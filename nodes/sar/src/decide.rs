@@ -26,6 +26,9 @@ use svcroute_stack::wire::rosa::{Message, MessageKind, ServiceName};
 pub enum PortKind {
     /// Facing clients and service instances.
     Client,
+    /// Facing clients only (not in `instance_ports`): requests as from
+    /// [`PortKind::Client`], announcements refused.
+    ClientOnly,
     /// Facing other SARs (or the SAG).
     Sar,
 }
@@ -124,6 +127,9 @@ pub enum DropReason {
     /// An announcement or withdrawal from a SAR port (they come from
     /// instances; SARs flood them in the IGP).
     AnnouncementFromSar,
+    /// An announcement or withdrawal on a client port that is not an
+    /// instance port (`instance_ports`).
+    AnnouncementNotInstancePort,
     /// A message kind we do not know.
     UnknownKind,
     /// An announcement or withdrawal refused.
@@ -141,6 +147,7 @@ impl DropReason {
             Self::NotClientFacing => "drop.sar.not_client_facing",
             Self::Loop => "drop.sar.loop",
             Self::AnnouncementFromSar => "drop.sar.announcement_from_sar",
+            Self::AnnouncementNotInstancePort => "drop.sar.announcement_not_instance_port",
             Self::UnknownKind => "drop.sar.unknown_kind",
             Self::Announce(e) => e.reason(),
         }
@@ -166,6 +173,9 @@ pub enum AnnounceError {
     ServiceFull,
     /// This SAR has its maximum number of local instances.
     LocalFull,
+    /// The instance is an IPv4 address: no SAR can steer a request to it
+    /// (the data path rewrites IPv6 only), so it is not installed.
+    Ipv4Instance,
 }
 
 impl AnnounceError {
@@ -180,6 +190,7 @@ impl AnnounceError {
             Self::NhibFull => "drop.sar.nhib_full",
             Self::ServiceFull => "drop.sar.service_instances_full",
             Self::LocalFull => "drop.sar.local_instances_full",
+            Self::Ipv4Instance => "drop.sar.announce_ipv4_instance",
         }
     }
 }
@@ -220,7 +231,7 @@ pub fn classify<'a>(
                 return Done(Action::Drop(DropReason::NoService));
             };
             let fill = match view.port {
-                PortKind::Client => Fill {
+                PortKind::Client | PortKind::ClientOnly => Fill {
                     client: msg.client().is_none().then_some(view.src),
                     ingress: msg.ingress().is_none().then_some(me),
                 },
@@ -236,7 +247,7 @@ pub fn classify<'a>(
             };
             Classified::Request {
                 service,
-                from_client: view.port == PortKind::Client,
+                from_client: matches!(view.port, PortKind::Client | PortKind::ClientOnly),
                 fill,
             }
         }
@@ -244,6 +255,7 @@ pub fn classify<'a>(
         MessageKind::Announcement | MessageKind::Withdrawal => match view.port {
             PortKind::Client => Classified::Control,
             PortKind::Sar => Done(Action::Drop(DropReason::AnnouncementFromSar)),
+            PortKind::ClientOnly => Done(Action::Drop(DropReason::AnnouncementNotInstancePort)),
         },
         MessageKind::Unknown(_) => Done(Action::Drop(DropReason::UnknownKind)),
     }
@@ -448,6 +460,17 @@ mod tests {
                 classify(&view(&m, ME, PortKind::Sar), ip(ME), mine),
                 Classified::Done(Action::Drop(DropReason::AnnouncementFromSar))
             );
+            // A client port that is not an instance port refuses them too.
+            assert_eq!(
+                classify(&view(&m, ME, PortKind::ClientOnly), ip(ME), mine),
+                Classified::Done(Action::Drop(DropReason::AnnouncementNotInstancePort))
+            );
+        }
+        // Requests from it are still a client's.
+        let m = request(false, false);
+        match classify(&view(&m, ME, PortKind::ClientOnly), ip(ME), mine) {
+            Classified::Request { from_client, .. } => assert!(from_client),
+            c => panic!("{c:?}"),
         }
     }
 

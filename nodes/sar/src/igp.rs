@@ -495,6 +495,9 @@ impl Igp {
             Message::Hello(h) => self.on_hello(now, link, &h),
             Message::Lsa(l) => self.on_lsa(now, link, l),
             Message::LsAck(a) => self.on_ack(link, &a),
+            // Probes are not link-scoped: the driver hands them to the
+            // sticky engine before they get here.
+            Message::Probe(_) => self.tally.bump("drop.sar.igp_probe_on_link"),
             Message::Unknown { .. } => self.tally.bump("drop.sar.igp_unknown_type"),
         }
         self.flush(now);

@@ -37,7 +37,7 @@
 //!
 //! - [`driver`]: [`driver::SarNode`], the `sar` role: the IPv6 router, the
 //!   ROSA data path through `stack::shim::edit`, the IGP over UDP 7470.
-//! - [`node_config`]: the `[sar]` section of a node file.
+//! - [`config`]: the `[sar]` section of a node file.
 //! - [`router`]: the IPv6 routing table; [`icmp`]: ICMPv6 errors;
 //!   [`frag`]: IPv6 fragments of IGP datagrams larger than a link's MTU.
 //! - [`sag`]: the Service Access Gateway (role `sag`, a SAR that
@@ -50,28 +50,36 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod config;
+mod control;
 pub mod core;
 mod counters;
+pub(crate) mod datapath;
 pub mod decide;
 pub mod driver;
 pub mod fib;
+pub mod forward;
 pub mod frag;
+pub mod fuzz;
+mod gateway;
 pub mod icmp;
 pub mod igp;
 pub mod nhib;
-pub mod node_config;
 pub mod policy;
 pub mod router;
 pub mod sag;
 pub mod sim;
 pub mod spf;
+mod steer;
+pub mod sticky;
+mod sticky_path;
 #[cfg(test)]
 mod tests;
 
+pub use crate::config::{SarConfig, Settings};
 pub use crate::core::{Announced, Config, FibEntry, Sar};
 pub use crate::counters::Counters;
 pub use crate::decide::{Action, AnnounceError, Choice, DropReason, Fill, PacketView, PortKind};
 pub use crate::driver::SarNode;
 pub use crate::igp::{IgpConfig, Key, LinkId, Transmit};
-pub use crate::node_config::SarConfig;
 pub use crate::policy::{EntrySteering, RoutePolicy, SchedPolicy, Steering};

@@ -474,3 +474,27 @@ fn ports_and_roles() {
     assert_eq!(drained["sar.response_to_client"], 1);
     assert!(s.drain_counters().is_empty());
 }
+
+/// An IPv4 instance is refused: no SAR can steer a request to it (issue 12:
+/// it used to be installed and flooded domain-wide).
+#[test]
+fn an_ipv4_instance_is_refused_and_counted() {
+    let mut s = sar();
+    let m = announcement(MessageKind::Announcement, "v4.org", "10.0.0.9", vec![]);
+    let v = PacketView {
+        src: ip("fd02::9"),
+        dst: ip(ME),
+        rosa: &m,
+        port: PortKind::Client,
+    };
+    assert_eq!(
+        s.decide(T0, &v),
+        Action::Drop(DropReason::Announce(AnnounceError::Ipv4Instance))
+    );
+    assert!(s.fib().is_empty() && s.nhib().is_empty());
+    assert_eq!(s.counters()["drop.sar.announce_ipv4_instance"], 1);
+    assert!(s
+        .igp()
+        .lsas(T0)
+        .all(|l| l.body.kind() != svcroute_stack::wire::igp::LsaKind::Services));
+}

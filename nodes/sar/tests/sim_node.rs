@@ -12,7 +12,7 @@
 //! ```
 //!
 //! Addresses: host `h` on segment `s` is `fd00:0:0:s::h` with MAC
-//! `02:00:00:00:s:h` (`phy::sim::port`). Each SAR's own address is its
+//! `02:00:00:00:s:h` (`sim::port`). Each SAR's own address is its
 //! first port's. The client's transport talks to a virtual address `V` for
 //! the service; its shim (in this file) sends the first packets to SAR1
 //! with a Request and, once a Response names the instance, goes straight
@@ -30,10 +30,10 @@ use smoltcp::wire::{
 };
 use svcroute_sar::igp::NeighborState;
 use svcroute_sar::{SarConfig, SarNode};
-use svcroute_stack::phy::sim::{self, NodeId, SegmentConfig, SegmentId, Sim, SimLink, SimPort};
 use svcroute_stack::runtime::{Context, FrameContext, Node, PortConfig, Role};
 use svcroute_stack::shim::edit::{self, AddrField};
 use svcroute_stack::shim::{Direction, Verdict};
+use svcroute_stack::sim::{self, NodeId, SegmentConfig, SegmentId, Sim, SimLink, SimPort};
 use svcroute_stack::wire::igp::RouterId;
 use svcroute_stack::wire::ipv6opt::{self, OptionRepr, OptionType};
 use svcroute_stack::wire::rosa::{

@@ -30,10 +30,10 @@ use smoltcp::wire::{IpAddress, IpEndpoint, IpListenEndpoint};
 use svcroute_sar::sag::proxy::{CloseCause, FlowState};
 use svcroute_sar::sag::Gateway;
 use svcroute_sar::{SarConfig, SarNode};
-use svcroute_stack::phy::sim::{self, NodeId, SegmentConfig, SegmentId, Sim, SimLink};
 use svcroute_stack::runtime::{Context, FrameContext, Node, PortConfig, Role};
 use svcroute_stack::shim::edit::{self, AddrField};
 use svcroute_stack::shim::Verdict;
+use svcroute_stack::sim::{self, NodeId, SegmentConfig, SegmentId, Sim, SimLink};
 use svcroute_stack::wire::igp::RouterId;
 use svcroute_stack::wire::rosa::{Entry, FlowPort, Message, MessageKind, ServiceName};
 

@@ -90,6 +90,11 @@ pub struct ServeConfig {
     /// Lifetime of an announcement, s; re-announced every third of it.
     #[serde(default = "default_lifetime")]
     pub lifetime_s: u32,
+    /// Live load: announce as Load the transactions open for this service
+    /// now, re-announced as soon as it moved by this many since the last
+    /// announcement (not with `load`).
+    #[serde(default)]
+    pub live_load_step: Option<u32>,
 }
 
 fn default_lifetime() -> u32 {
@@ -121,6 +126,8 @@ pub(crate) struct Serve {
     pub(crate) name: ServiceName,
     pub(crate) constraints: Constraints,
     pub(crate) lifetime: Duration,
+    /// `live_load_step`: the announced Load is the open transactions.
+    pub(crate) live_step: Option<u32>,
 }
 
 impl RosaConfig {
@@ -202,6 +209,18 @@ impl RosaConfig {
                     return Err(bad(&key("mode"), "required with `policy`".into()));
                 }
             }
+            match (s.live_load_step, s.load) {
+                (Some(0), _) => {
+                    return Err(bad(&key("live_load_step"), "must be at least 1".into()));
+                }
+                (Some(_), Some(_)) => {
+                    return Err(bad(
+                        &key("live_load_step"),
+                        "the announced load is measured: not with `load`".into(),
+                    ));
+                }
+                _ => {}
+            }
             list.extend(s.capability.map(Constraint::Capability));
             list.extend(s.load.map(Constraint::Load));
             list.extend(s.latency_us.map(Constraint::LatencyUs));
@@ -211,6 +230,7 @@ impl RosaConfig {
                 name,
                 constraints: Constraints(list),
                 lifetime: Duration::from_secs(s.lifetime_s.into()),
+                live_step: s.live_load_step,
             });
         }
         let key = match &self.key {

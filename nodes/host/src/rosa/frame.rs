@@ -9,8 +9,9 @@ use std::net::Ipv6Addr;
 
 use smoltcp::phy::ChecksumCapabilities;
 use smoltcp::wire::{
-    EthernetAddress, EthernetFrame, EthernetProtocol, EthernetRepr, IpAddress, IpProtocol,
-    IpVersion, Ipv6Packet, Ipv6Repr, TcpControl, TcpPacket, TcpRepr, TcpSeqNumber,
+    EthernetAddress, EthernetFrame, EthernetProtocol, EthernetRepr, Icmpv6Packet, Icmpv6Repr,
+    IpAddress, IpProtocol, IpVersion, Ipv6Packet, Ipv6Repr, NdiscNeighborFlags, NdiscRepr,
+    TcpControl, TcpPacket, TcpRepr, TcpSeqNumber,
 };
 use svcroute_stack::shim::edit::{self, Fragment};
 use svcroute_stack::wire::ipv6opt::{self, OptionRepr};
@@ -52,6 +53,36 @@ impl Flow {
     /// Whether this is TCP with `flag` set.
     pub(crate) fn tcp_has(&self, flag: u8) -> bool {
         self.proto == IpProtocol::Tcp && self.flags & flag != 0
+    }
+}
+
+/// TCP teardown seen on a flow.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Close {
+    fin_out: bool,
+    fin_in: bool,
+    rst: bool,
+}
+
+impl Close {
+    pub(crate) fn saw(&mut self, f: &Flow, outgoing: bool) {
+        if f.proto != IpProtocol::Tcp {
+            return;
+        }
+        if f.flags & RST != 0 {
+            self.rst = true;
+        }
+        if f.flags & FIN != 0 {
+            if outgoing {
+                self.fin_out = true;
+            } else {
+                self.fin_in = true;
+            }
+        }
+    }
+
+    pub(crate) fn closed(&self) -> bool {
+        self.rst || (self.fin_out && self.fin_in)
     }
 }
 
@@ -218,6 +249,40 @@ pub(crate) fn tcp_reset(
         &mut TcpPacket::new_unchecked(&mut frame[ETH_LEN + IPV6_LEN..]),
         &IpAddress::Ipv6(src),
         &IpAddress::Ipv6(dst),
+        &ChecksumCapabilities::default(),
+    );
+    frame
+}
+
+/// An unsolicited Neighbor Advertisement of `addr` at `mac` to all nodes
+/// (RFC 4861 §7.2.6: Override set, Solicited clear, the Target Link-Layer
+/// Address option), to announce an address that just appeared on a link.
+pub(crate) fn unsolicited_na(mac: EthernetAddress, addr: Ipv6Addr) -> Vec<u8> {
+    let all_nodes = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1);
+    let icmp = Icmpv6Repr::Ndisc(NdiscRepr::NeighborAdvert {
+        flags: NdiscNeighborFlags::OVERRIDE,
+        target_addr: addr,
+        lladdr: Some(mac.into()),
+    });
+    let mut frame = vec![0; ETH_LEN + IPV6_LEN + icmp.buffer_len()];
+    EthernetRepr {
+        src_addr: mac,
+        dst_addr: EthernetAddress([0x33, 0x33, 0, 0, 0, 1]),
+        ethertype: EthernetProtocol::Ipv6,
+    }
+    .emit(&mut EthernetFrame::new_unchecked(&mut frame[..]));
+    Ipv6Repr {
+        src_addr: addr,
+        dst_addr: all_nodes,
+        next_header: IpProtocol::Icmpv6,
+        payload_len: icmp.buffer_len(),
+        hop_limit: 255,
+    }
+    .emit(&mut Ipv6Packet::new_unchecked(&mut frame[ETH_LEN..]));
+    icmp.emit(
+        &addr,
+        &all_nodes,
+        &mut Icmpv6Packet::new_unchecked(&mut frame[ETH_LEN + IPV6_LEN..]),
         &ChecksumCapabilities::default(),
     );
     frame

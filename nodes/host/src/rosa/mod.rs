@@ -40,7 +40,7 @@
 //! `docs/shim.md`.
 
 mod config;
-mod frame;
+pub(crate) mod frame;
 mod neighbor;
 mod shim;
 pub mod tun;

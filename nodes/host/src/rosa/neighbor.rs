@@ -158,6 +158,12 @@ impl NextHops {
         expiry.into_iter().chain(ask).min()
     }
 
+    /// Forget every binding (the link changed); parked frames wait on, to
+    /// be resolved again or to expire.
+    pub(crate) fn forget_bindings(&mut self) {
+        self.bindings.clear();
+    }
+
     /// Frames parked.
     pub(crate) fn parked(&self) -> usize {
         self.parked.len()

@@ -11,10 +11,10 @@ use svcroute_stack::shim::edit::{self, AddrField, Fragment};
 use svcroute_stack::shim::Verdict;
 use svcroute_stack::stats::Counters;
 use svcroute_stack::wire::ipv6opt::{OptionRepr, OptionType};
-use svcroute_stack::wire::rosa::{Entry, FlowPort, Message, MessageKind, ServiceName};
+use svcroute_stack::wire::rosa::{Constraint, Entry, FlowPort, Message, MessageKind, ServiceName};
 
 use super::config::{mask, RosaConfig, Settings};
-use super::frame::{self, Flow, ACK, FIN, RST, SYN};
+use super::frame::{self, Close, Flow, ACK, SYN};
 use super::neighbor::{Hop, NextHops, Sent};
 use crate::ConfigError;
 
@@ -190,39 +190,11 @@ enum Via {
 #[derive(Debug)]
 struct InstanceFlow {
     port: usize,
+    /// The `serve` entry the request was for.
+    serve: usize,
     via: Via,
     last: Instant,
     close: Close,
-}
-
-/// TCP teardown seen on a flow.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct Close {
-    fin_out: bool,
-    fin_in: bool,
-    rst: bool,
-}
-
-impl Close {
-    fn saw(&mut self, f: &Flow, outgoing: bool) {
-        if f.proto != IpProtocol::Tcp {
-            return;
-        }
-        if f.flags & RST != 0 {
-            self.rst = true;
-        }
-        if f.flags & FIN != 0 {
-            if outgoing {
-                self.fin_out = true;
-            } else {
-                self.fin_in = true;
-            }
-        }
-    }
-
-    fn closed(&self) -> bool {
-        self.rst || (self.fin_out && self.fin_in)
-    }
 }
 
 /// Service names with a virtual address.
@@ -247,7 +219,16 @@ struct Announcer {
     sar: Ipv6Addr,
     /// Next announcement of each `serve` entry.
     due: Vec<Instant>,
+    /// The Load last announced for each live-load entry.
+    load: Vec<u32>,
+    /// The last announcement of each entry (live load waits
+    /// [`LIVE_LOAD_GAP`] between two).
+    sent: Vec<Option<Instant>>,
 }
+
+/// Live load: the shortest time between two announcements of one entry,
+/// and how often the open transactions are counted.
+const LIVE_LOAD_GAP: Duration = Duration::from_millis(200);
 
 impl Shim {
     /// The shim for `cfg` (`None`: no `[host.rosa]` section; the shim then
@@ -316,6 +297,8 @@ impl Shim {
             addr,
             sar,
             due: vec![now; self.s.serve.len()],
+            load: vec![0; self.s.serve.len()],
+            sent: vec![None; self.s.serve.len()],
         });
         self.handle_timeout(now, stats);
     }
@@ -477,6 +460,19 @@ impl Shim {
         }
     }
 
+    /// The port moved (TUN mode, `move`): its addresses and gateways are
+    /// now `info`, and the ingress SAR of new requests is `ingress`. What
+    /// the shim knew of the old link's neighbours is forgotten.
+    pub fn moved(&mut self, port: usize, info: PortInfo, ingress: Option<Ipv6Addr>) {
+        if let Some(p) = self.ports.get_mut(port) {
+            *p = info;
+        }
+        if ingress.is_some() {
+            self.s.ingress = ingress;
+        }
+        self.hops.forget_bindings();
+    }
+
     /// Learn that `addr` is at `mac` on `port` (the driver's neighbour
     /// table answering [`Shim::poll_resolve`]); parked frames for it go out.
     pub fn learn(&mut self, now: Instant, port: usize, addr: Ipv6Addr, mac: EthernetAddress) {
@@ -488,10 +484,22 @@ impl Shim {
     pub fn handle_timeout(&mut self, now: Instant, stats: &mut Counters) {
         if let Some(mut a) = self.announcer.take() {
             for i in 0..a.due.len() {
-                if a.due[i] > now {
+                let live = self.s.serve[i]
+                    .live_step
+                    .map(|step| (step, self.open_transactions(i)));
+                let moved = live.is_some_and(|(step, n)| n.abs_diff(a.load[i]) >= step)
+                    && a.sent[i].is_none_or(|t| now >= t + LIVE_LOAD_GAP);
+                if a.due[i] > now && !moved {
                     continue;
                 }
+                if moved {
+                    stats.bump("rosa.live_load_announcements");
+                }
+                if let Some((_, n)) = live {
+                    a.load[i] = n;
+                }
                 a.due[i] = now + self.s.serve[i].lifetime / 3;
+                a.sent[i] = Some(now);
                 match self.control(&a, MessageKind::Announcement, i) {
                     Some(f) => {
                         stats.bump("rosa.announcements_sent");
@@ -515,12 +523,30 @@ impl Shim {
         self.resolve.extend(self.hops.due_for_resolution(now));
     }
 
+    /// Transactions open now (not closed) for `serve` entry `i`.
+    fn open_transactions(&self, i: usize) -> u32 {
+        let n = self
+            .instance
+            .values()
+            .filter(|f| f.serve == i && !f.close.closed())
+            .count();
+        u32::try_from(n).unwrap_or(u32::MAX)
+    }
+
     /// When [`Shim::handle_timeout`] is next due.
     pub fn poll_timeout(&self) -> Option<Instant> {
         let announce = self
             .announcer
             .as_ref()
             .and_then(|a| a.due.iter().min().copied());
+        // Live load is counted every LIVE_LOAD_GAP.
+        let live = self.announcer.as_ref().and_then(|a| {
+            (0..a.due.len())
+                .filter(|i| self.s.serve[*i].live_step.is_some())
+                .map(|i| a.sent[i].map_or(Instant::ZERO, |t| t + LIVE_LOAD_GAP))
+                .min()
+        });
+        let announce = announce.into_iter().chain(live).min();
         let sweep = if self.client.is_empty() && self.instance.is_empty() {
             None
         } else {
@@ -593,6 +619,15 @@ impl Shim {
             "sar": self.s.sar.map(|a| a.to_string()),
             "instance": self.announcer.as_ref().map(|a| a.addr.to_string()),
             "serve": self.s.serve.iter().map(|s| s.name.to_string()).collect::<Vec<_>>(),
+            "live_load": self.announcer.as_ref().map(|a| {
+                self.s
+                    .serve
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, s)| s.live_step.is_some())
+                    .map(|(i, s)| (s.name.to_string(), json!({ "open": self.open_transactions(i), "announced": a.load[i] })))
+                    .collect::<serde_json::Map<_, _>>()
+            }),
             "names": names,
             "client_flows": self.client.len(),
             "client_flows_bound": self.bound.len(),
@@ -786,9 +821,18 @@ impl Shim {
         else {
             return Verdict::Drop("rosa_request_incomplete");
         };
-        if !self.s.serve.iter().any(|s| s.name.is_prefix_of(service)) {
+        // The most specific serve entry the request falls under.
+        let Some(serve) = self
+            .s
+            .serve
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.name.is_prefix_of(service))
+            .max_by_key(|(_, s)| s.name.segment_count())
+            .map(|(i, _)| i)
+        else {
             return Verdict::Drop("rosa_not_serving");
-        }
+        };
         if fp.proto != f.proto || fp.port != f.dport {
             return Verdict::Drop("rosa_request_inconsistent");
         }
@@ -817,6 +861,7 @@ impl Shim {
             Some(flow) if fresh && flow.close.closed() => {
                 *flow = InstanceFlow {
                     port,
+                    serve,
                     via: Via::Sar(Box::new(response)),
                     last: now,
                     close: Close::default(),
@@ -838,6 +883,7 @@ impl Shim {
                     key,
                     InstanceFlow {
                         port,
+                        serve,
                         via: Via::Sar(Box::new(response)),
                         last: now,
                         close: Close::default(),
@@ -1107,8 +1153,11 @@ impl Shim {
         msg.entries.push(Entry::Instance(IpAddr::V6(a.addr)));
         msg.entries.push(Entry::Service(serve.name.clone()));
         if kind == MessageKind::Announcement {
-            msg.entries
-                .push(Entry::Constraint(serve.constraints.clone()));
+            let mut c = serve.constraints.clone();
+            if serve.live_step.is_some() {
+                c.0.push(Constraint::Load(a.load.get(i).copied().unwrap_or(0)));
+            }
+            msg.entries.push(Entry::Constraint(c));
         }
         if let Some((key_id, secret)) = &self.s.key {
             msg.sign(*key_id, secret, a.addr).ok()?;

@@ -84,6 +84,7 @@ fn serve() -> ServeConfig {
         latency_us: None,
         preference: None,
         lifetime_s: 30,
+        live_load_step: None,
     }
 }
 
@@ -919,6 +920,132 @@ fn instance_answers_via_its_sar_until_the_first_direct_packet() {
     assert_eq!(shim.egress(t(1008), 0, &mut f, &mut stats), Verdict::Pass);
     assert_eq!(f, before);
     assert_eq!(stats.drops(), 0, "{stats:?}");
+}
+
+/// The Load constraint of an announcement frame.
+fn announced_load(frame: &[u8]) -> Option<u32> {
+    let ip = Ipv6Packet::new_checked(&frame[14..]).unwrap();
+    let opts = svcroute_stack::wire::ipv6opt::Packet::new_checked(ip.payload()).unwrap();
+    let data = opts
+        .options_iter()
+        .filter_map(Result::ok)
+        .find(|o| o.option_type() == OptionType::Rosa)?
+        .data()
+        .to_vec();
+    let m = Message::from_bytes(&data).unwrap();
+    assert_eq!(m.kind, MessageKind::Announcement);
+    m.constraints()?.0.iter().find_map(|c| match c {
+        Constraint::Load(l) => Some(*l),
+        _ => None,
+    })
+}
+
+#[test]
+fn live_load_follows_open_transactions_and_reannounces_on_a_step() {
+    let mut stats = Counters::default();
+    let mut shim = Shim::new(Some(&RosaConfig {
+        sar: Some(SAR),
+        serve: vec![ServeConfig {
+            live_load_step: Some(2),
+            ..serve()
+        }],
+        ..RosaConfig::default()
+    }))
+    .unwrap();
+    shim.learn(t(0), 0, SAR, SAR_MAC);
+    shim.start(t(0), vec![port(SI1_MAC, SI1)], &mut stats);
+    let (_, a) = shim.poll_transmit().unwrap();
+    assert_eq!(announced_load(&a), Some(0), "nothing open at start");
+    let syn = |cport: u16| {
+        with_rosa(
+            tcp(SAR_MAC, SI1_MAC, SAR, SI1, cport, 80, SYN_, b""),
+            &request(CLIENT, IpProtocol::Tcp, 80),
+        )
+    };
+    // One transaction: below the step, no announcement.
+    let mut f = syn(CPORT);
+    assert_eq!(
+        ingress(&mut shim, &mut stats, t(300), &mut f),
+        Verdict::Pass
+    );
+    shim.handle_timeout(t(400), &mut stats);
+    assert!(shim.poll_transmit().is_none());
+    // A second: the step, announced at once with Load 2.
+    let mut f = syn(CPORT + 1);
+    assert_eq!(
+        ingress(&mut shim, &mut stats, t(500), &mut f),
+        Verdict::Pass
+    );
+    assert!(shim.poll_timeout().is_some_and(|at| at <= t(500)));
+    shim.handle_timeout(t(500), &mut stats);
+    let (_, a) = shim.poll_transmit().unwrap();
+    assert_eq!(announced_load(&a), Some(2));
+    // Two more within the gap: announced when the gap is over, not before.
+    for k in 2..4 {
+        let mut f = syn(CPORT + k);
+        assert_eq!(
+            ingress(&mut shim, &mut stats, t(550), &mut f),
+            Verdict::Pass
+        );
+    }
+    shim.handle_timeout(t(600), &mut stats);
+    assert!(
+        shim.poll_transmit().is_none(),
+        "within 200 ms of the last one"
+    );
+    shim.handle_timeout(t(700), &mut stats);
+    let (_, a) = shim.poll_transmit().unwrap();
+    assert_eq!(announced_load(&a), Some(4));
+    // Three of them reset by the instance: closed, the load falls to 1.
+    let rst = Tcp {
+        flags: 0x14,
+        ..ACK_
+    };
+    for k in 0..3 {
+        let mut f = tcp(SI1_MAC, SAR_MAC, SI1, CLIENT, 80, CPORT + k, rst, b"");
+        assert_eq!(shim.egress(t(800), 0, &mut f, &mut stats), Verdict::Pass);
+    }
+    shim.handle_timeout(t(900), &mut stats);
+    let (_, a) = shim.poll_transmit().unwrap();
+    assert_eq!(announced_load(&a), Some(1));
+    assert_eq!(stats.get("rosa.live_load_announcements"), 3);
+    // The lifetime refresh carries the live value too.
+    shim.handle_timeout(t(10_900), &mut stats);
+    let (_, a) = shim.poll_transmit().unwrap();
+    assert_eq!(announced_load(&a), Some(1));
+}
+
+#[test]
+fn live_load_is_not_with_a_fixed_load_nor_zero() {
+    for (serve, why) in [
+        (
+            ServeConfig {
+                live_load_step: Some(1),
+                load: Some(3),
+                ..serve()
+            },
+            "not with `load`",
+        ),
+        (
+            ServeConfig {
+                live_load_step: Some(0),
+                ..serve()
+            },
+            "at least 1",
+        ),
+    ] {
+        let e = Shim::new(Some(&RosaConfig {
+            sar: Some(SAR),
+            serve: vec![serve],
+            ..RosaConfig::default()
+        }))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("rosa.serve[0].live_load_step") && e.contains(why),
+            "{e}"
+        );
+    }
 }
 
 #[test]

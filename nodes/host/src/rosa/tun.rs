@@ -29,20 +29,29 @@
 //!   sources rewritten to `V`); what is then addressed to `CIP`, except
 //!   neighbour discovery, goes to the kernel.
 //!
+//! - **Sticky service** (draft 002 §4.3, [`crate::sticky`]): the kernel's
+//!   TCP/UDP packets get their flow's pinned label and the Sticky-Dst its
+//!   flow received, before any rewrite; received options are remembered
+//!   after every rewrite.
+//! - **Moving** (`ctl NODE move ADDR/LEN GATEWAY`): the wire address
+//!   changes, the kernel keeps its own; the shim translates source (out)
+//!   and destination (in) between the two.
+//!
 //! [`TunShim`] is a [`Role`]: the runtime's node loop drives it like any
 //! node (control socket, counters, pcap). It does no I/O of its own.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::fmt::Write as _;
-use std::net::Ipv6Addr;
+use std::net::{IpAddr, Ipv6Addr};
 use std::str::FromStr;
 
 use serde::Deserialize;
 use serde_json::{json, Value};
-use smoltcp::time::Instant;
-use smoltcp::wire::{EthernetAddress, IpAddress, IpCidr};
+use smoltcp::time::{Duration, Instant};
+use smoltcp::wire::{EthernetAddress, IpAddress, IpCidr, IpProtocol};
 use svcroute_stack::runtime::{Context, ControlReply, FrameContext, Role};
-use svcroute_stack::shim::{edit, Direction, Outbox, Verdict};
+use svcroute_stack::shim::edit::{self, AddrField};
+use svcroute_stack::shim::{Direction, Outbox, Verdict};
 use svcroute_stack::stats::Counters;
 use svcroute_stack::wire::ipv6opt::{OptionType, OwnedOption};
 use svcroute_stack::wire::rosa::ServiceName;
@@ -51,6 +60,7 @@ use super::config::{mask, RosaConfig};
 use super::frame::{self, ETH_LEN, IPV6_LEN};
 use super::neighbor::{Hop, NextHops, Sent};
 use super::{OpenError, PortInfo, Shim, HEADER_RESERVE};
+use crate::sticky::{StickyConfig, UeSticky};
 
 /// Port index of the wire (the TAP on the client's segment).
 pub const WIRE: usize = 0;
@@ -88,6 +98,13 @@ pub struct TunConfig {
     pub flow_idle_s: u64,
     /// A closed flow is forgotten this long after its last packet.
     pub flow_linger_s: u64,
+    /// Copy a Sticky-Dst option received on a flow into the kernel's later
+    /// packets of it (draft 002 §4.3).
+    pub copy_sticky: bool,
+    /// Give each of the kernel's TCP/UDP flows a stable flow label.
+    pub pin_flow_labels: bool,
+    /// Key of the flow-label hash (default: fresh randomness at start).
+    pub flow_label_seed: Option<u64>,
 }
 
 impl Default for TunConfig {
@@ -103,6 +120,9 @@ impl Default for TunConfig {
             max_flows: r.max_flows,
             flow_idle_s: r.flow_idle_s,
             flow_linger_s: r.flow_linger_s,
+            copy_sticky: true,
+            pin_flow_labels: true,
+            flow_label_seed: None,
         }
     }
 }
@@ -210,6 +230,18 @@ impl TunConfig {
         Ok(out)
     }
 
+    /// The sticky-service keys, with the shim's flow limits.
+    fn sticky(&self) -> StickyConfig {
+        StickyConfig {
+            copy: self.copy_sticky,
+            pin_flow_labels: self.pin_flow_labels,
+            flow_label_seed: self.flow_label_seed,
+            max_flows: self.max_flows,
+            flow_idle_s: self.flow_idle_s,
+            flow_linger_s: self.flow_linger_s,
+        }
+    }
+
     /// The client side of `[host.rosa]` these keys stand for.
     fn rosa(&self) -> RosaConfig {
         RosaConfig {
@@ -265,15 +297,86 @@ pub fn tun_mtu(wire_mtu: usize) -> usize {
 #[derive(Debug)]
 pub struct TunShim {
     shim: Shim,
+    sticky: UeSticky,
     port: PortInfo,
+    /// The kernel's address on the TUN: fixed for the shim's life.
     client: IpCidr,
+    /// The address on the wire: the kernel's, until a `move`.
+    wire: IpCidr,
+    moves: u64,
+    wire_mtu: usize,
     names: Vec<(ServiceName, Ipv6Addr)>,
+    ingress: Ipv6Addr,
     ingress_hop: Ipv6Addr,
     prefix: (Ipv6Addr, u8),
     /// Next hops of plain (non-virtual) traffic from the kernel.
     hops: NextHops,
     resolve: VecDeque<Hop>,
     released: Vec<(usize, Vec<u8>)>,
+    acks: LastAcks,
+}
+
+/// The kernel's last pure ACK of each TCP connection, as it sent it: what
+/// a `move` sends again from the new address.
+#[derive(Debug)]
+struct LastAcks {
+    max: usize,
+    idle: Duration,
+    /// (local port, remote address, remote port) → (frame, when).
+    by_flow: HashMap<(u16, Ipv6Addr, u16), (Vec<u8>, Instant)>,
+}
+
+impl LastAcks {
+    fn saw(&mut self, now: Instant, frame: &[u8]) {
+        let Some(f) = frame::flow(frame) else {
+            return;
+        };
+        if f.proto != IpProtocol::Tcp {
+            return;
+        }
+        let key = (f.sport, f.dst, f.dport);
+        if f.flags & (frame::SYN | frame::FIN | frame::RST) != 0 {
+            self.by_flow.remove(&key);
+            return;
+        }
+        let pure = edit::walk(frame).is_ok_and(|l| {
+            let doff = frame
+                .get(l.upper_offset + 12)
+                .map_or(0, |b| usize::from(b >> 4) * 4);
+            l.ip_end == l.upper_offset + doff
+        });
+        if !pure || !f.tcp_has(frame::ACK) {
+            return;
+        }
+        if !self.by_flow.contains_key(&key) && self.by_flow.len() >= self.max {
+            let idle = self.idle;
+            self.by_flow.retain(|_, (_, t)| now - *t < idle);
+            if self.by_flow.len() >= self.max {
+                return;
+            }
+        }
+        self.by_flow.insert(key, (frame.to_vec(), now));
+    }
+
+    /// A reset from the far end ends the connection.
+    fn reset(&mut self, frame: &[u8]) {
+        if let Some(f) = frame::flow(frame).filter(|f| f.tcp_has(frame::RST)) {
+            self.by_flow.remove(&(f.dport, f.src, f.sport));
+        }
+    }
+
+    /// The ACKs of connections not idle, oldest first.
+    fn fresh(&mut self, now: Instant) -> Vec<Vec<u8>> {
+        let idle = self.idle;
+        self.by_flow.retain(|_, (_, t)| now - *t < idle);
+        let mut v: Vec<(Instant, Vec<u8>)> = self
+            .by_flow
+            .values()
+            .map(|(f, t)| (*t, f.clone()))
+            .collect();
+        v.sort();
+        v.into_iter().map(|(_, f)| f).collect()
+    }
 }
 
 impl TunShim {
@@ -297,10 +400,24 @@ impl TunShim {
             })?;
         let mut shim = Shim::new(Some(&cfg.rosa()))
             .map_err(|e| TunConfigError(e.to_string().replace("`rosa.", "`")))?;
+        // Without a configured seed, one from the port (reproducible in
+        // tests); the binary configures fresh randomness.
+        let seed = u64::from_be_bytes([
+            0,
+            0,
+            port.mac.0[0],
+            port.mac.0[1],
+            port.mac.0[2],
+            port.mac.0[3],
+            port.mac.0[4],
+            port.mac.0[5],
+        ]);
+        let sticky = UeSticky::new(&cfg.sticky(), seed).map_err(TunConfigError)?;
         let mut scratch = Counters::default();
         shim.start(Instant::ZERO, vec![port.clone()], &mut scratch);
         let mut mapped = Vec::new();
         let mut ingress_hop = None;
+        let mut ingress = None;
         for (i, name) in names.into_iter().enumerate() {
             let target = shim.open(Instant::ZERO, &name).map_err(|e| match e {
                 OpenError::NoIngress | OpenError::NoRoute(_) => TunConfigError(format!(
@@ -310,22 +427,33 @@ impl TunShim {
                 e => TunConfigError(format!("key `names[{i}]`: {e}")),
             })?;
             ingress_hop = Some(target.hop);
+            ingress = Some(target.ingress);
             mapped.push((name, target.virt));
         }
-        let Some(ingress_hop) = ingress_hop else {
+        let (Some(ingress_hop), Some(ingress)) = (ingress_hop, ingress) else {
             return Err(TunConfigError("key `names`: no names".into()));
         };
         let prefix = shim.virtual_prefix();
         Ok(Self {
             shim,
+            sticky,
             port,
             client,
+            wire: client,
+            moves: 0,
+            wire_mtu: 1500,
             names: mapped,
+            ingress,
             ingress_hop,
             prefix,
             hops: NextHops::default(),
             resolve: VecDeque::new(),
             released: Vec::new(),
+            acks: LastAcks {
+                max: cfg.max_flows,
+                idle: Duration::from_secs(cfg.flow_idle_s),
+                by_flow: HashMap::new(),
+            },
         })
     }
 
@@ -341,6 +469,22 @@ impl TunShim {
             #[allow(unreachable_patterns)]
             _ => (Ipv6Addr::UNSPECIFIED, 0),
         }
+    }
+
+    /// The address on the wire now (the kernel's until a `move`).
+    pub fn wire(&self) -> (Ipv6Addr, u8) {
+        (v6(self.wire), self.wire.prefix_len())
+    }
+
+    /// Tell the shim the wire's MTU (default 1500): a copied Sticky-Dst
+    /// is left off a packet it would make too big.
+    pub fn set_wire_mtu(&mut self, mtu: usize) {
+        self.wire_mtu = mtu;
+    }
+
+    /// The sticky-service state.
+    pub fn sticky(&self) -> &UeSticky {
+        &self.sticky
     }
 
     /// The virtual prefix (route it to the TUN).
@@ -366,12 +510,30 @@ impl TunShim {
         &self.shim
     }
 
+    /// Addresses, moves and sticky flows, for `ctl NODE status`.
+    pub fn status(&self, now: Instant) -> Value {
+        let (k, klen) = self.client();
+        let (w, wlen) = self.wire();
+        json!({
+            "kernel": format!("{k}/{klen}"),
+            "wire": format!("{w}/{wlen}"),
+            "translating": k != w,
+            "gateway": self.port.gateways.iter().find(|g| matches!(g, IpAddress::Ipv6(_))).map(ToString::to_string),
+            "ingress": self.ingress.to_string(),
+            "moves": self.moves,
+            "wire_mtu": self.wire_mtu,
+            "sticky": self.sticky.summary(now),
+        })
+    }
+
     /// Tables, for `ctl NODE rosa`.
     pub fn summary(&self) -> Value {
         let mut v = self.shim.summary();
         let (addr, len) = self.client();
+        let (wire, wire_len) = self.wire();
         v["tun"] = json!({
             "client": format!("{addr}/{len}"),
+            "wire": format!("{wire}/{wire_len}"),
             "names": self.names.iter().map(|(n, a)| json!({"service": n.to_string(), "virtual": a.to_string()})).collect::<Vec<_>>(),
             "plain_parked": self.hops.parked(),
             "plain_next_hops": self.hops.len(),
@@ -405,9 +567,19 @@ impl TunShim {
         }
         let verdict = self.shim.ingress(cx.now, WIRE, frame, rosa, cx.stats);
         self.drain(cx.out);
-        if verdict != Verdict::Pass || dst != self.client_addr() || is_ndp(frame) {
+        if verdict != Verdict::Pass || dst != self.wire_addr() || is_ndp(frame) {
             return verdict;
         }
+        if dst != self.client_addr() {
+            // Moved: the kernel still holds its own address.
+            if edit::rewrite_addr(frame, AddrField::Dst, IpAddr::V6(self.client_addr())).is_err() {
+                return Verdict::Drop("tun_rewrite_failed");
+            }
+            cx.stats.bump("tun.translated_in");
+        }
+        // As the kernel sees it: after every rewrite.
+        self.sticky.received(cx.now, frame, &opts, cx.stats);
+        self.acks.reset(frame);
         cx.stats.bump("tun.to_kernel");
         cx.out
             .inject(KERNEL, Direction::ToWire, std::mem::take(frame));
@@ -432,13 +604,40 @@ impl TunShim {
             s.copy_from_slice(self.port.mac.as_bytes());
         }
         cx.stats.bump("tun.from_kernel");
+        self.acks.saw(cx.now, frame);
+        self.send_from_kernel(cx.now, cx.stats, cx.out, frame)
+    }
+
+    /// Send a packet of the kernel's: its flow's label and Sticky-Dst, the
+    /// source translated after a move, then ROSA or plain routing.
+    fn send_from_kernel(
+        &mut self,
+        now: Instant,
+        stats: &mut Counters,
+        out: &mut Outbox,
+        frame: &mut Vec<u8>,
+    ) -> Verdict {
+        let Some((src, dst)) = frame::ipv6_addrs(frame) else {
+            return Verdict::Drop("tun_not_ipv6");
+        };
+        // As the kernel sent it: before any rewrite.
+        let room = self
+            .wire_mtu
+            .saturating_sub(frame.len().saturating_sub(ETH_LEN));
+        self.sticky.sending(now, frame, room, stats);
+        if self.wire_addr() != src {
+            // Moved: the wire knows us by the new address.
+            if edit::rewrite_addr(frame, AddrField::Src, IpAddr::V6(self.wire_addr())).is_err() {
+                return Verdict::Drop("tun_rewrite_failed");
+            }
+            stats.bump("tun.translated_out");
+        }
         if mask(dst, self.prefix.1) == self.prefix.0 {
-            let verdict = self.shim.egress(cx.now, WIRE, frame, cx.stats);
-            self.drain(cx.out);
+            let verdict = self.shim.egress(now, WIRE, frame, stats);
+            self.drain(out);
             return match verdict {
                 Verdict::Pass => {
-                    cx.out
-                        .inject(WIRE, Direction::ToWire, std::mem::take(frame));
+                    out.inject(WIRE, Direction::ToWire, std::mem::take(frame));
                     Verdict::Consume
                 }
                 other => other,
@@ -447,16 +646,15 @@ impl TunShim {
         let Some(hop) = self.next_hop(dst) else {
             return Verdict::Drop("tun_no_route");
         };
-        match self.hops.send(cx.now, (WIRE, hop), frame) {
+        match self.hops.send(now, (WIRE, hop), frame) {
             Sent::Ready => {
-                cx.stats.bump("tun.plain");
-                cx.out
-                    .inject(WIRE, Direction::ToWire, std::mem::take(frame));
+                stats.bump("tun.plain");
+                out.inject(WIRE, Direction::ToWire, std::mem::take(frame));
                 Verdict::Consume
             }
             Sent::Parked => {
-                cx.stats.bump("tun.parked");
-                self.resolve.extend(self.hops.due_for_resolution(cx.now));
+                stats.bump("tun.parked");
+                self.resolve.extend(self.hops.due_for_resolution(now));
                 Verdict::Consume
             }
             Sent::Full => Verdict::Drop("tun_parked_full"),
@@ -465,6 +663,10 @@ impl TunShim {
 
     fn client_addr(&self) -> Ipv6Addr {
         self.client().0
+    }
+
+    fn wire_addr(&self) -> Ipv6Addr {
+        v6(self.wire)
     }
 
     /// The on-link next hop toward `dst`: itself, or the IPv6 gateway.
@@ -498,7 +700,7 @@ impl TunShim {
             .addrs
             .iter()
             .any(|c| c.contains_addr(&IpAddress::Ipv6(ip)));
-        if on_link && ip != self.client_addr() && mac.is_unicast() && mac != self.port.mac {
+        if on_link && ip != self.wire_addr() && mac.is_unicast() && mac != self.port.mac {
             self.learn(now, ip, mac);
         }
     }
@@ -506,6 +708,105 @@ impl TunShim {
     fn learn(&mut self, now: Instant, ip: Ipv6Addr, mac: EthernetAddress) {
         let ready = self.hops.learn(now, (WIRE, ip), mac);
         self.released.extend(ready);
+    }
+
+    /// `move ADDR/LEN GATEWAY [INGRESS]`: the wire port now sits on
+    /// another segment, as `ADDR`. The kernel keeps its address; from now
+    /// on its packets leave from `ADDR` and packets to `ADDR` reach it.
+    fn move_to(&mut self, cx: &mut Context<'_>, args: &[String]) -> Result<Value, String> {
+        const USAGE: &str = "usage: move ADDR/LEN GATEWAY [INGRESS]";
+        let (addr, gw, ingress) = match args {
+            [a, g] => (a, g, None),
+            [a, g, i] => (a, g, Some(i)),
+            _ => return Err(USAGE.into()),
+        };
+        let cidr: IpCidr = addr
+            .parse()
+            .map_err(|_| format!("{addr:?} is not an IPv6 address/prefix length; {USAGE}"))?;
+        let IpAddress::Ipv6(new) = cidr.address() else {
+            return Err(format!("{addr:?} is not IPv6"));
+        };
+        if new.is_multicast()
+            || new.is_unspecified()
+            || new.is_loopback()
+            || new.is_unicast_link_local()
+            || cidr.prefix_len() == 0
+            || mask(new, self.prefix.1) == self.prefix.0
+        {
+            return Err(format!(
+                "{addr}: the new address must be a global unicast address outside the virtual prefix"
+            ));
+        }
+        let gw: Ipv6Addr = gw
+            .parse()
+            .map_err(|_| format!("{gw:?} is not an IPv6 address; {USAGE}"))?;
+        if !cidr.contains_addr(&IpAddress::Ipv6(gw)) || gw == new {
+            return Err(format!(
+                "gateway {gw} is not another address of {cidr}: it must be on-link"
+            ));
+        }
+        let ingress = match ingress {
+            None => gw,
+            Some(i) => i
+                .parse()
+                .map_err(|_| format!("{i:?} is not an IPv6 address; {USAGE}"))?,
+        };
+        let old = self.wire;
+        let wire = IpCidr::new(IpAddress::Ipv6(new), cidr.prefix_len());
+        let stack = &mut cx.ports[WIRE];
+        stack.iface.update_ip_addrs(|a| {
+            if let Some(slot) = a.iter_mut().find(|c| **c == old) {
+                *slot = wire;
+            }
+        });
+        let _ = stack.iface.routes_mut().add_default_ipv6_route(gw);
+        stack.gateways.retain(|g| !matches!(g, IpAddress::Ipv6(_)));
+        stack.gateways.push(IpAddress::Ipv6(gw));
+        for a in &mut self.port.addrs {
+            if *a == old {
+                *a = wire;
+            }
+        }
+        self.port
+            .gateways
+            .retain(|g| !matches!(g, IpAddress::Ipv6(_)));
+        self.port.gateways.push(IpAddress::Ipv6(gw));
+        self.wire = wire;
+        self.ingress = ingress;
+        self.ingress_hop = if cidr.contains_addr(&IpAddress::Ipv6(ingress)) {
+            ingress
+        } else {
+            gw
+        };
+        self.shim.moved(WIRE, self.port.clone(), Some(ingress));
+        self.hops.forget_bindings();
+        self.moves += 1;
+        cx.stats.bump("tun.moves");
+        // Tell the new link where we are (its switches and neighbours),
+        // and find the gateway before the kernel's next packet.
+        cx.out.inject(
+            WIRE,
+            Direction::ToWire,
+            frame::unsolicited_na(self.port.mac, new),
+        );
+        cx.resolve(WIRE, IpAddress::Ipv6(self.ingress_hop));
+        cx.resolve(WIRE, IpAddress::Ipv6(gw));
+        // A receiving connection may have nothing to send until its peer's
+        // lost packets are retransmitted, and those go where the far end
+        // last saw it: each connection's last ACK, sent again from here,
+        // shows the far end (the egress) the new address at once. A
+        // duplicate ACK is harmless to TCP.
+        for mut f in self.acks.fresh(cx.now) {
+            cx.stats.bump("tun.move_probes");
+            if let Verdict::Drop(reason) = self.send_from_kernel(cx.now, cx.stats, cx.out, &mut f) {
+                cx.stats.drop(reason);
+            }
+        }
+        log::info!(
+            "moved: wire {old} -> {wire}, gateway {gw}, ingress {ingress}; kernel keeps {}",
+            self.client
+        );
+        Ok(self.status(cx.now))
     }
 
     /// Move the shim's and our own released frames into the outbox.
@@ -520,6 +821,15 @@ impl TunShim {
             any = true;
         }
         any
+    }
+}
+
+/// The IPv6 address of a CIDR (the shim's are IPv6).
+fn v6(c: IpCidr) -> Ipv6Addr {
+    match c.address() {
+        IpAddress::Ipv6(a) => a,
+        #[allow(unreachable_patterns)]
+        _ => Ipv6Addr::UNSPECIFIED,
     }
 }
 
@@ -548,6 +858,7 @@ impl Role for TunShim {
         if self.shim.poll_timeout().is_some_and(|t| t <= cx.now) {
             self.shim.handle_timeout(cx.now, cx.stats);
         }
+        self.sticky.handle_timeout(cx.now, cx.stats);
         for _ in 0..self.hops.expire(cx.now) {
             cx.stats.drop("tun_next_hop_unresolved");
         }
@@ -573,10 +884,14 @@ impl Role for TunShim {
     }
 
     fn poll_at(&self, _now: Instant) -> Option<Instant> {
-        [self.shim.poll_timeout(), self.hops.next_timeout()]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            self.shim.poll_timeout(),
+            self.hops.next_timeout(),
+            self.sticky.poll_timeout(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     fn ingress(&mut self, cx: &mut FrameContext<'_>, port: usize, frame: &mut Vec<u8>) -> Verdict {
@@ -598,13 +913,23 @@ impl Role for TunShim {
         Verdict::Consume
     }
 
-    fn control(&mut self, _cx: &mut Context<'_>, _id: u64, args: &[String]) -> ControlReply {
+    fn control(&mut self, cx: &mut Context<'_>, _id: u64, args: &[String]) -> ControlReply {
         match args.first().map(String::as_str) {
             Some("rosa") => ControlReply::Now(self.summary()),
+            Some("status") => ControlReply::Now(self.status(cx.now)),
+            Some("sticky") => ControlReply::Now(self.sticky.summary(cx.now)),
+            Some("move") => ControlReply::Now(match self.move_to(cx, &args[1..]) {
+                Ok(v) => v,
+                Err(e) => json!({ "error": e }),
+            }),
             Some("help") => ControlReply::Now(json!({
                 "commands": {
                     "ping, stats, ports": "as every node",
                     "rosa": "names and virtual addresses, client flows (requesting or bound), next hops",
+                    "status": "the kernel's address, the wire's address (after moves), gateway, ingress, sticky flows",
+                    "sticky": "flows carrying a copied Sticky-Dst (draft 002 §4.3), their flow labels",
+                    "move ADDR/LEN GATEWAY [INGRESS]": "the wire port is now on another segment as ADDR: \
+                        the kernel keeps its address, the shim translates (ingress: the gateway)",
                 }
             })),
             _ => ControlReply::Unknown,

@@ -142,6 +142,11 @@ struct Rig {
 
 impl Rig {
     fn new() -> Self {
+        Self::with(|_| {})
+    }
+
+    /// A rig whose `[shim]` keys `tweak` changed.
+    fn with(tweak: impl FnOnce(&mut TunConfig)) -> Self {
         let wire_cfg = PortConfig {
             name: "eth0".into(),
             mac: CMAC,
@@ -160,13 +165,15 @@ impl Rig {
             max_burst: None,
             random_seed: Some(8),
         };
+        let mut cfg = TunConfig {
+            names: vec!["service.org".into()],
+            ingress: Some(SAR),
+            netns: Some("svl-t-client".into()),
+            ..TunConfig::default()
+        };
+        tweak(&mut cfg);
         let role = TunShim::new(
-            &TunConfig {
-                names: vec!["service.org".into()],
-                ingress: Some(SAR),
-                netns: Some("svl-t-client".into()),
-                ..TunConfig::default()
-            },
+            &cfg,
             PortInfo {
                 mac: CMAC,
                 addrs: wire_cfg.addrs.clone(),
@@ -618,7 +625,15 @@ fn plain_traffic_is_routed_and_what_cannot_go_is_counted() {
     let sent = rig.sent();
     assert_eq!(sent.len(), 1);
     assert_eq!(&sent[0][0..6], SAR_MAC.as_bytes());
-    assert_eq!(&sent[0][14..], &plain[..]);
+    // Unchanged but for the flow label, pinned (the kernel sent 0).
+    assert_eq!(&sent[0][18..], &plain[4..]);
+    let label = rig
+        .node
+        .role()
+        .sticky()
+        .flow_label(IpProtocol::Tcp, CIP, CPORT, SAR, 22);
+    assert_eq!(crate::sticky::flow_label_of(&sent[0]), Some(label));
+    assert_ne!(label, 0);
     assert_eq!(rig.counter("tun.plain"), 1);
     // ...and its answer reaches the kernel unchanged.
     let back = tcp_packet(SAR, CIP, 22, CPORT, 0x14, b"");
@@ -657,4 +672,289 @@ fn plain_traffic_is_routed_and_what_cannot_go_is_counted() {
     assert_eq!(rig.counter("drop.rosa_no_flow"), 1);
     assert!(rig.sent().is_empty());
     let _ = (WIRE, KERNEL);
+}
+
+const ANYCAST: Ipv6Addr = Ipv6Addr::new(0xfd00, 0xaa08, 0, 0, 0, 0, 0, 0x4450);
+const EGRESS: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x5, 0, 0, 0, 0, 0, 0x1);
+const MOVED: Ipv6Addr = Ipv6Addr::new(0xfd00, 0xb, 0, 0, 0, 0, 0, 0x20);
+const GW2: Ipv6Addr = Ipv6Addr::new(0xfd00, 0xb, 0, 0, 0, 0, 0, 0x1);
+const GW2_MAC: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0xb, 0x01]);
+
+/// The Sticky-Dst data naming `egress` (type 1, len 18, AFI 2).
+fn sticky_data(egress: Ipv6Addr) -> Vec<u8> {
+    let mut d = vec![0x01, 18, 0x02, 0x00];
+    d.extend_from_slice(&egress.octets());
+    d
+}
+
+/// `packet` from `src_mac` to the shim, with a Sticky-Dst naming `egress`.
+fn with_sticky(src_mac: EthernetAddress, packet: &[u8], egress: Ipv6Addr) -> Vec<u8> {
+    let mut f = framed(src_mac, CMAC, packet);
+    let data = sticky_data(egress);
+    edit::insert_dest_opts(
+        &mut f,
+        &[OptionRepr::new(OptionType::Sticky, &data).unwrap()],
+    )
+    .unwrap();
+    f
+}
+
+/// The Sticky-Dst data of a frame's Destination Options header.
+fn sticky_of(frame: &[u8]) -> Option<Vec<u8>> {
+    let mut f = frame.to_vec();
+    let opts = edit::strip_dest_opts(&mut f).ok()??;
+    let o = opts
+        .iter()
+        .find(|o| o.option_type() == OptionType::Sticky)?;
+    Some(o.data().to_vec())
+}
+
+fn label(frame: &[u8]) -> u32 {
+    crate::sticky::flow_label_of(frame).unwrap()
+}
+
+fn ctl(rig: &mut Rig, args: &[&str]) -> serde_json::Value {
+    let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+    let v = rig.node.control(rig.now, 1, &args).unwrap();
+    rig.poll();
+    v
+}
+
+/// The wire frame `sent` as the kernel's packet would be after it, for
+/// comparing: the TCP checksum must hold over the packet that left.
+fn left_ok(frame: &[u8]) -> bool {
+    let mut f = frame.to_vec();
+    let _ = edit::strip_dest_opts(&mut f);
+    tcp_checksum_ok(&f[14..])
+}
+
+#[test]
+fn the_kernels_later_packets_carry_the_sticky_dst_it_received() {
+    let mut rig = Rig::new();
+    rig.wire_in(sar_na());
+    rig.sent();
+    rig.kernel_out(tcp_packet(CIP, ANYCAST, CPORT, 80, 0x02, b""));
+    let syn = rig.sent();
+    assert_eq!(syn.len(), 1);
+    assert_eq!(sticky_of(&syn[0]), None);
+    let l = label(&syn[0]);
+    assert_ne!(l, 0, "pinned: the kernel sent 0");
+
+    // The server side's SYN-ACK names its sticky egress; the kernel gets
+    // it without the header (its checksum still holds).
+    let synack = tcp_packet(ANYCAST, CIP, 80, CPORT, 0x12, b"");
+    rig.wire_in(with_sticky(SAR_MAC, &synack, EGRESS));
+    assert_eq!(rig.kernel_in(), vec![synack]);
+    assert_eq!(rig.counter("sticky.flows"), 1);
+
+    // The kernel's next packets carry it, with the flow's label.
+    for data in [&b""[..], b"GET / HTTP/1.1\r\n\r\n"] {
+        // Linux re-draws the label on an RTO: whatever it sends is replaced.
+        let mut p = tcp_packet(CIP, ANYCAST, CPORT, 80, 0x18, data);
+        p[1] = 0x0b;
+        p[2] = 0xee;
+        p[3] = 0xf0;
+        rig.kernel_out(p);
+        let sent = rig.sent();
+        assert_eq!(sent.len(), 1);
+        assert_eq!(sticky_of(&sent[0]), Some(sticky_data(EGRESS)));
+        assert_eq!(label(&sent[0]), l);
+        assert!(left_ok(&sent[0]));
+        assert_eq!(&sent[0][0..6], SAR_MAC.as_bytes());
+    }
+    assert_eq!(rig.counter("sticky.copied"), 2);
+    // Another flow of the kernel's carries nothing.
+    rig.kernel_out(tcp_packet(CIP, ANYCAST, CPORT + 1, 80, 0x10, b""));
+    let sent = rig.sent();
+    assert_eq!(sticky_of(&sent[0]), None);
+    assert_ne!(label(&sent[0]), l);
+
+    // What it lists.
+    let v = ctl(&mut rig, &["sticky"]);
+    assert_eq!(v["flows"], 1, "{v}");
+    assert_eq!(v["list"][0]["egress"], EGRESS.to_string(), "{v}");
+    assert_eq!(v["list"][0]["flow_label"], l, "{v}");
+    let v = ctl(&mut rig, &["status"]);
+    assert_eq!(v["sticky"]["flows"], 1, "{v}");
+
+    // A packet the option would make too big for the wire goes without.
+    rig.node.role_mut().set_wire_mtu(100);
+    rig.kernel_out(tcp_packet(CIP, ANYCAST, CPORT, 80, 0x18, &[0; 40]));
+    let sent = rig.sent();
+    assert_eq!(sticky_of(&sent[0]), None);
+    assert_eq!(rig.counter("sticky.too_big"), 1);
+    assert_eq!(rig.node.stats().drops(), 0, "{:?}", rig.node.stats());
+}
+
+#[test]
+fn with_copy_sticky_off_nothing_is_copied_and_labels_can_stay_the_kernels() {
+    let mut rig = Rig::with(|c| {
+        c.copy_sticky = false;
+        c.pin_flow_labels = false;
+    });
+    rig.wire_in(sar_na());
+    rig.sent();
+    let synack = tcp_packet(ANYCAST, CIP, 80, CPORT, 0x12, b"");
+    rig.wire_in(with_sticky(SAR_MAC, &synack, EGRESS));
+    assert_eq!(rig.kernel_in(), vec![synack]);
+    let mut p = tcp_packet(CIP, ANYCAST, CPORT, 80, 0x10, b"");
+    p[3] = 0x77;
+    rig.kernel_out(p.clone());
+    let sent = rig.sent();
+    assert_eq!(&sent[0][14..], &p[..]);
+    assert_eq!(rig.counter("sticky.flows"), 0);
+}
+
+#[test]
+fn after_a_move_the_wire_address_changes_and_the_kernel_keeps_its_own() {
+    let mut rig = Rig::new();
+    rig.wire_in(sar_na());
+    rig.sent();
+    rig.kernel_out(tcp_packet(CIP, ANYCAST, CPORT, 80, 0x02, b""));
+    let l = label(&rig.sent()[0]);
+    let synack = tcp_packet(ANYCAST, CIP, 80, CPORT, 0x12, b"");
+    rig.wire_in(with_sticky(SAR_MAC, &synack, EGRESS));
+    rig.kernel_in();
+    // The kernel's last pure ACK of the connection (data carries none).
+    let last_ack = tcp_packet(CIP, ANYCAST, CPORT, 80, 0x10, b"");
+    rig.kernel_out(last_ack.clone());
+    rig.kernel_out(tcp_packet(CIP, ANYCAST, CPORT, 80, 0x18, b"GET"));
+    rig.sent();
+
+    let v = ctl(&mut rig, &["move", "fd00:b::20/64", "fd00:b::1"]);
+    assert_eq!(v["kernel"], "fd00:a::10/64", "{v}");
+    assert_eq!(v["wire"], "fd00:b::20/64", "{v}");
+    assert_eq!(v["gateway"], "fd00:b::1", "{v}");
+    assert_eq!(v["ingress"], "fd00:b::1", "{v}");
+    assert_eq!(v["translating"], true, "{v}");
+    assert_eq!(v["moves"], 1, "{v}");
+    // An unsolicited NA tells the new link where we are, and the new
+    // gateway is solicited from the new address.
+    let sent = rig.sent();
+    let na = sent.iter().find(|f| is_icmp(f, &[136])).expect("no NA");
+    assert_eq!(addrs(&na[14..]), (MOVED, "ff02::1".parse().unwrap()));
+    assert_eq!(&na[14 + 40 + 8..14 + 40 + 24], &MOVED.octets());
+    assert_eq!(
+        na[14 + 40 + 4] & 0x60,
+        0x20,
+        "Override set, Solicited clear"
+    );
+    let ns = sent.iter().find(|f| is_icmp(f, &[135])).expect("no NS");
+    assert_eq!(addrs(&ns[14..]).0, MOVED);
+    assert_eq!(&ns[14 + 40 + 8..14 + 40 + 24], &GW2.octets());
+
+    // The last ACK goes again (a probe that shows the far end the new
+    // address), and the kernel's next packet: both wait for the new
+    // gateway, then leave from the new address: same flow label, the
+    // copied option, checksum fixed.
+    assert_eq!(rig.counter("tun.move_probes"), 1);
+    rig.kernel_out(tcp_packet(CIP, ANYCAST, CPORT, 80, 0x18, b"more"));
+    assert!(rig.sent().iter().all(|f| is_icmp(f, &[135])));
+    let gw_na = ndisc(
+        GW2_MAC,
+        CMAC,
+        GW2,
+        MOVED,
+        NdiscRepr::NeighborAdvert {
+            flags: NdiscNeighborFlags::SOLICITED | NdiscNeighborFlags::ROUTER,
+            target_addr: GW2,
+            lladdr: Some(GW2_MAC.into()),
+        },
+    );
+    rig.wire_in(gw_na);
+    let sent = rig.sent();
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    for (f, payload) in sent.iter().zip([&b""[..], b"more"]) {
+        assert_eq!(&f[0..6], GW2_MAC.as_bytes());
+        let mut plain = f.clone();
+        edit::strip_dest_opts(&mut plain).unwrap();
+        assert_eq!(addrs(&plain[14..]), (MOVED, ANYCAST));
+        assert!(tcp_checksum_ok(&plain[14..]));
+        assert!(plain.ends_with(payload));
+        assert_eq!(plain.len(), 14 + last_ack.len() + payload.len());
+        assert_eq!(label(f), l);
+        assert_eq!(sticky_of(f), Some(sticky_data(EGRESS)));
+    }
+    assert_eq!(rig.counter("tun.translated_out"), 2);
+
+    // Answers to the new address reach the kernel at its own.
+    let back = tcp_packet(ANYCAST, MOVED, 80, CPORT, 0x18, b"data");
+    rig.wire_in(framed(GW2_MAC, CMAC, &back));
+    let got = rig.kernel_in();
+    assert_eq!(got.len(), 1);
+    assert_eq!(addrs(&got[0]), (ANYCAST, CIP));
+    assert!(tcp_checksum_ok(&got[0]));
+    assert_eq!(rig.counter("tun.translated_in"), 1);
+    // The old address is not ours on this link any more.
+    rig.wire_in(framed(GW2_MAC, CMAC, &synack));
+    assert!(rig.kernel_in().is_empty());
+
+    // smoltcp answers for the new address.
+    let t = MOVED.octets();
+    let group = Ipv6Addr::new(
+        0xff02,
+        0,
+        0,
+        0,
+        0,
+        1,
+        0xff00 | u16::from(t[13]),
+        u16::from_be_bytes([t[14], t[15]]),
+    );
+    rig.wire_in(ndisc(
+        GW2_MAC,
+        EthernetAddress([0x33, 0x33, 0xff, t[13], t[14], t[15]]),
+        GW2,
+        group,
+        NdiscRepr::NeighborSolicit {
+            target_addr: MOVED,
+            lladdr: Some(GW2_MAC.into()),
+        },
+    ));
+    let sent = rig.sent();
+    let na = sent
+        .iter()
+        .find(|f| is_icmp(f, &[136]))
+        .expect("no NA for the new address");
+    assert_eq!(addrs(&na[14..]), (MOVED, GW2));
+
+    // Moving back home ends the translation.
+    let v = ctl(&mut rig, &["move", "fd00:a::10/64", "fd00:a::1"]);
+    assert_eq!(v["translating"], false, "{v}");
+    rig.sent();
+    rig.wire_in(sar_na());
+    rig.kernel_out(tcp_packet(CIP, ANYCAST, CPORT, 80, 0x10, b""));
+    let sent = rig.sent();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(addrs(&sent[0][14..]).0, CIP);
+    assert_eq!(rig.counter("tun.translated_out"), 2);
+    assert_eq!(rig.counter("tun.moves"), 2);
+    assert_eq!(rig.node.stats().drops(), 0, "{:?}", rig.node.stats());
+}
+
+#[test]
+fn a_bad_move_is_refused_with_the_reason_and_changes_nothing() {
+    let mut rig = Rig::new();
+    for (args, why) in [
+        (&["move"][..], "usage"),
+        (&["move", "fd00:b::20/64"], "usage"),
+        (&["move", "fd00:b::20", "fd00:b::1"], "address/prefix"),
+        (&["move", "10.0.0.2/24", "10.0.0.1"], "not IPv6"),
+        (&["move", "fe80::2/64", "fe80::1"], "global unicast"),
+        (&["move", "fd5e::7/64", "fd5e::1"], "virtual prefix"),
+        (&["move", "fd00:b::20/64", "fd00:c::1"], "on-link"),
+        (&["move", "fd00:b::20/64", "fd00:b::20"], "on-link"),
+        (&["move", "fd00:b::20/64", "nope"], "not an IPv6 address"),
+        (
+            &["move", "fd00:b::20/64", "fd00:b::1", "x"],
+            "not an IPv6 address",
+        ),
+    ] {
+        let v = ctl(&mut rig, args);
+        let e = v["error"].as_str().unwrap_or_default();
+        assert!(e.contains(why), "{args:?}: {v}");
+    }
+    let v = ctl(&mut rig, &["status"]);
+    assert_eq!(v["wire"], "fd00:a::10/64", "{v}");
+    assert_eq!(v["moves"], 0, "{v}");
 }

@@ -32,8 +32,8 @@ use svcroute_stack::shim::edit::{self, AddrField};
 use svcroute_stack::wire::ipv6opt::{OptionRepr, OptionType};
 use svcroute_stack::wire::rosa::{Entry, Message, ServiceName};
 
+use crate::config::ConfigError;
 use crate::counters::{Counters, Tally};
-use crate::node_config::ConfigError;
 use dns::{Answer, Lookup, Resolver, ResolverConfig};
 use proxy::{Proxy, ProxyConfig, Request};
 

@@ -10,6 +10,9 @@
 //! sar_ports = [1]                  # ports facing other SARs (0-based [[port]] indexes); default:
 //!                                  #   the ports named by [[sar.neighbors]]; all others face
 //!                                  #   clients and instances
+//! instance_ports = [0]             # client-facing ports that take announcements (instances
+//!                                  #   are there); default: every port not in sar_ports.
+//!                                  #   `svcroute lab` writes it from the topology
 //! default_policy = "scheduling/round-robin"  # optional: mode/policy given to announcements
 //!                                  #   made at this SAR that carry none
 //! sag = "fd00:5::1"                # optional: announce `*` here with this SAG as its instance
@@ -33,6 +36,8 @@
 //! resolve_timeout_ms = 3000        # then they are dropped (Address Unreachable)
 //! announce_keys = [{ key_id = 1, secret = "00112233445566778899aabbccddeeff" }]
 //! igp_key = { key_id = 1, secret = "00112233445566778899aabbccddeeff" }
+//! [sar.sticky]                     # optional: sticky service and App-Metrics, see
+//!                                  #   crate::sticky::config and docs/sticky.md
 //!
 //! [[sar.neighbors]]                # one per neighbour SAR (IGP adjacency over UDP 7470)
 //! port = 1                         # the port it is on
@@ -59,13 +64,14 @@ use crate::fib::NameHash;
 use crate::igp::{IgpConfig, Key};
 use crate::router::{Origin, Prefix, Route};
 use crate::sag::{GatewayConfig, GatewaySettings};
+use crate::sticky::config::{StickyConfig, StickySettings};
 
 /// Fewest octets in a secret.
 pub const MIN_SECRET_LEN: usize = 16;
 
 /// The `[sar]` section. Every key but `router_id` is optional; see the
 /// module docs for the format and `docs/sar.md` for the meaning.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SarConfig {
     /// Router ID, unique in the SAR domain (required, non-zero).
@@ -76,6 +82,12 @@ pub struct SarConfig {
     pub address: Option<String>,
     /// Ports facing other SARs (default: the ports of `neighbors`).
     pub sar_ports: Option<Vec<usize>>,
+    /// Client-facing ports announcements are taken on: the ports service
+    /// instances are on (default: every port not in `sar_ports`). An
+    /// announcement on another client port is dropped
+    /// (`drop.sar.announcement_not_instance_port`), so a client cannot
+    /// announce a name, even with the announcement key.
+    pub instance_ports: Option<Vec<usize>>,
     /// IGP neighbours.
     pub neighbors: Vec<NeighborConfig>,
     /// Static routes.
@@ -90,6 +102,8 @@ pub struct SarConfig {
     pub sag: Option<String>,
     /// Role `sag` only: the gateway's DNS resolver and proxy.
     pub gateway: Option<GatewayConfig>,
+    /// Sticky service and App-Metrics (`[sar.sticky]`, SPEC §3).
+    pub sticky: Option<StickyConfig>,
     /// `sha256` (SPEC §0) or `keyed`.
     pub fib_hash: String,
     /// Seed of the random policy and the keyed hash (0: the router ID).
@@ -131,6 +145,7 @@ impl Default for SarConfig {
             router_name: None,
             address: None,
             sar_ports: None,
+            instance_ports: None,
             neighbors: Vec::new(),
             routes: Vec::new(),
             announce_keys: Vec::new(),
@@ -138,6 +153,7 @@ impl Default for SarConfig {
             default_policy: None,
             sag: None,
             gateway: None,
+            sticky: None,
             fib_hash: "sha256".into(),
             seed: 0,
             max_services: 200_000,
@@ -249,6 +265,8 @@ pub struct PortSettings {
     pub mac: smoltcp::wire::EthernetAddress,
     /// Clients or SARs.
     pub facing: Facing,
+    /// A client-facing port that takes announcements (`instance_ports`).
+    pub instances: bool,
     /// Its IPv6 addresses with prefix lengths.
     pub v6: Vec<(Ipv6Addr, u8)>,
     /// Its IPv4 addresses.
@@ -287,6 +305,8 @@ pub struct Settings {
     pub sag: Option<Ipv6Addr>,
     /// Role `sag`: we are the SAG (`sag` is our own address).
     pub gateway: Option<GatewaySettings>,
+    /// Sticky service and App-Metrics.
+    pub sticky: Option<StickySettings>,
     /// IP MTU of every port.
     pub mtu: usize,
     /// ICMPv6 errors per second.
@@ -352,6 +372,7 @@ impl SarConfig {
                 name: p.name.clone(),
                 mac: p.mac,
                 facing: Facing::Clients,
+                instances: true,
                 v6: p
                     .addrs
                     .iter()
@@ -444,6 +465,29 @@ impl SarConfig {
                 });
             };
             ps.facing = Facing::Sars;
+            ps.instances = false;
+        }
+        if let Some(list) = &self.instance_ports {
+            for ps in &mut port_settings {
+                ps.instances = false;
+            }
+            for &p in list {
+                match port_settings.get_mut(p) {
+                    Some(ps) if ps.facing == Facing::Clients => ps.instances = true,
+                    Some(_) => {
+                        return Err(ConfigError::Ports {
+                            key: "instance_ports",
+                            problem: format!("port #{p} faces SARs (sar_ports)"),
+                        })
+                    }
+                    None => {
+                        return Err(ConfigError::Ports {
+                            key: "instance_ports",
+                            problem: format!("no port #{p} (the node has {})", ports.len()),
+                        })
+                    }
+                }
+            }
         }
         if let Some(n) = neighbors.iter().find(|n| !sar_ports.contains(&n.port)) {
             return Err(ConfigError::Ports {
@@ -700,6 +744,11 @@ impl SarConfig {
             default_policy,
             sag,
             gateway: None,
+            sticky: self
+                .sticky
+                .as_ref()
+                .map(StickyConfig::settings)
+                .transpose()?,
             mtu: self.mtu,
             icmp_per_s: self.icmp_per_s,
             icmp_burst: self.icmp_burst,
@@ -859,6 +908,36 @@ mod tests {
             Some((Mode::Scheduling, Policy::RoundRobin))
         );
         assert_eq!(s.core.addresses.len(), 2);
+    }
+
+    /// `instance_ports`: by default every client port takes announcements;
+    /// with the key, only those listed; a SAR port cannot be listed.
+    #[test]
+    fn instance_ports_narrow_where_announcements_are_taken() {
+        let base = "router_id = 7\n[[neighbors]]\nport = 1\naddr = \"fd00:ab::2\"\n";
+        let three = || {
+            let mut p = ports();
+            p.push(port("eth2", &["fd00:c::1/64"]));
+            p
+        };
+        let s = parse(base).settings("s1", &three()).unwrap();
+        assert_eq!(
+            s.ports.iter().map(|p| p.instances).collect::<Vec<_>>(),
+            [true, false, true]
+        );
+        let s = parse(&format!("instance_ports = [2]\n{base}"))
+            .settings("s1", &three())
+            .unwrap();
+        assert_eq!(
+            s.ports.iter().map(|p| p.instances).collect::<Vec<_>>(),
+            [false, false, true]
+        );
+        for bad in ["instance_ports = [1]", "instance_ports = [9]"] {
+            let e = parse(&format!("{bad}\n{base}"))
+                .settings("s1", &three())
+                .unwrap_err();
+            assert!(e.to_string().contains("instance_ports"), "{e}");
+        }
     }
 
     #[test]
