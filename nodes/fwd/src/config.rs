@@ -19,9 +19,11 @@ pub const MAX_DEAD_MS: u64 = 600_000;
 /// link_ids = [0, 1, 2]        # outgoing link ID of each [[port]], in port order
 /// hello_ms = 1000             # hello interval per port (default 1000)
 /// dead_ms = 3000              # silence before a link is down (default 3000)
+/// link_refresh_ms = 5000      # a down link's events again this often (0: never)
 /// nr_path = "4000…00"         # optional: 64 hex digits, the pathID to the NR
 /// nr_links = [1, 4]           # optional: link IDs OR-ed into nr_path
 /// auth = { key_id = 1, secret = "00112233445566778899aabbccddeeff" }  # optional
+/// replay_max_age_s = 60       # with auth: a hello's sequence number older than this is stale
 /// ```
 ///
 /// Unknown keys are errors. [`FwdConfig::validate`] checks the values
@@ -39,6 +41,11 @@ pub struct FwdConfig {
     /// Milliseconds without a hello after which a link is down (default 3000;
     /// more than `hello_ms`).
     pub dead_ms: u64,
+    /// Milliseconds between repeats of a down link's link events to the NR
+    /// (default 5000; 0: only on the change). The NR lets a down state
+    /// expire unless it is repeated (its `link_down_ttl_ms`), so a forged
+    /// "down" does not last.
+    pub link_refresh_ms: u64,
     /// The pathID over which link events go to the NR, 64 hex digits
     /// (default: none; see also `nr_links`).
     pub nr_path: Option<String>,
@@ -48,6 +55,14 @@ pub struct FwdConfig {
     /// Pre-shared key for hellos and link events (default: none, messages
     /// go unsigned and unsigned hellos are accepted).
     pub auth: Option<AuthConfig>,
+    /// With `auth`: hellos and link events carry sequence numbers (SPEC §0
+    /// replay window **\[ext\]**); a hello whose number is older (or
+    /// further ahead) than this many seconds is dropped. Default 60.
+    pub replay_max_age_s: u64,
+    /// The wall clock at the node's monotonic time 0, µs since the UNIX
+    /// epoch (not a config key: the binary reads it at start).
+    #[serde(skip)]
+    pub epoch_us: u64,
 }
 
 impl Default for FwdConfig {
@@ -57,9 +72,12 @@ impl Default for FwdConfig {
             link_ids: Vec::new(),
             hello_ms: 1000,
             dead_ms: 3000,
+            link_refresh_ms: 5000,
             nr_path: None,
             nr_links: Vec::new(),
             auth: None,
+            replay_max_age_s: svcroute_stack::wire::auth::DEFAULT_MAX_AGE_S,
+            epoch_us: 0,
         }
     }
 }
@@ -137,6 +155,15 @@ impl FwdConfig {
                 key: "dead_ms",
                 value: self.dead_ms,
                 range: "more than hello_ms, at most 600000",
+            });
+        }
+        if self.link_refresh_ms != 0
+            && !(self.hello_ms..=MAX_DEAD_MS).contains(&self.link_refresh_ms)
+        {
+            return Err(ConfigError::OutOfRange {
+                key: "link_refresh_ms",
+                value: self.link_refresh_ms,
+                range: "0, or hello_ms..=600000",
             });
         }
         self.nr_path()?;

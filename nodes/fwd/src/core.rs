@@ -9,22 +9,25 @@ use std::collections::VecDeque;
 
 use serde::Serialize;
 use smoltcp::time::{Duration, Instant};
-use smoltcp::wire::EthernetAddress;
-use svcroute_stack::wire::gff::{self, MessageType, PathId};
-use svcroute_stack::wire::nr::{self, AuthCheck, LinkState, Tlvs};
+use smoltcp::wire::{EthernetAddress, EthernetFrame, EthernetProtocol, Ipv6Packet};
+use svcroute_stack::timer::TimerTable;
+use svcroute_stack::wire::auth::{
+    Keyring, Reject, DEFAULT_MAX_SENDERS, DEFAULT_WINDOW, SENDER_FWD,
+};
+use svcroute_stack::wire::gff::{self, FrameError, MessageType, PathId};
+use svcroute_stack::wire::nr::{self, LinkState, Tlvs};
 
 use crate::config::{ConfigError, FwdConfig};
 
-/// Ethernet header length.
-pub const ETH_LEN: usize = 14;
-/// IPv6 fixed header length.
-pub const IPV6_LEN: usize = 40;
-/// Ethertype of IPv6.
-pub const ETHERTYPE_IPV6: u16 = 0x86dd;
-/// Offset of the IPv6 hop limit in an Ethernet frame.
-const HOP_LIMIT_AT: usize = ETH_LEN + 7;
-/// Offset of the GFF header in an Ethernet frame.
-const GFF_AT: usize = ETH_LEN + IPV6_LEN;
+svcroute_stack::timers! {
+    /// The switch's own timers (a port's dead deadline lives with the port).
+    pub enum Timer {
+        /// Send hellos on every port.
+        Hello,
+        /// Repeat the link events of down links to the NR.
+        Refresh,
+    }
+}
 
 /// Frames [`FwdCore`] queues for sending at most; more are dropped and
 /// counted (`queue_full`).
@@ -122,8 +125,21 @@ pub enum DropReason {
     HelloUnknownKey,
     /// A hello whose tag does not match.
     HelloBadAuth,
+    /// A well-signed hello without a sequence number.
+    HelloUnsequenced,
+    /// A well-signed hello seen before (or below the sender's window).
+    HelloReplayed,
+    /// A well-signed hello whose sequence number is too old or too far
+    /// ahead (`replay_max_age_s`), or a new sender while the replay table
+    /// is full.
+    HelloStale,
     /// Our own hello came back (a loop on the segment).
     HelloOwn,
+    /// An unauthenticated hello from another MAC than the live
+    /// neighbour's: a neighbour's address does not move on that alone
+    /// (it moves once the old one is silent for `dead_ms`, or on a hello
+    /// signed with the fabric key).
+    HelloMacMoved,
 }
 
 impl DropReason {
@@ -144,7 +160,11 @@ impl DropReason {
             Self::HelloUnsigned => "fwd_hello_unsigned",
             Self::HelloUnknownKey => "fwd_hello_unknown_key",
             Self::HelloBadAuth => "fwd_hello_bad_auth",
+            Self::HelloUnsequenced => "fwd_hello_unsequenced",
+            Self::HelloReplayed => "fwd_hello_replayed",
+            Self::HelloStale => "fwd_hello_stale",
             Self::HelloOwn => "fwd_hello_own",
+            Self::HelloMacMoved => "fwd_hello_mac_moved",
         }
     }
 }
@@ -245,6 +265,8 @@ pub struct Stats {
     pub events_unsent: u64,
     /// Frames not queued because the queue was full.
     pub queue_full: u64,
+    /// Link events repeated for links still down (`link_refresh_ms`).
+    pub events_refreshed: u64,
 }
 
 /// The path-based switch of SPEC §1.1, sans-IO.
@@ -261,9 +283,14 @@ pub struct FwdCore {
     ports: Vec<PortState>,
     hello: Duration,
     dead: Duration,
+    refresh: Duration,
     nr_path: PathId,
     key: Option<(u8, Vec<u8>)>,
-    next_hello: Option<Instant>,
+    /// The key again, with our sequence numbers and the replay guard.
+    ring: Keyring,
+    /// The latest `now` seen, µs (sent messages take their numbers from it).
+    clock_us: u64,
+    timers: TimerTable<Timer>,
     hello_seq: u32,
     queue: VecDeque<Transmit>,
     stats: Stats,
@@ -289,9 +316,21 @@ impl FwdCore {
             ports,
             hello: cfg.hello_interval(),
             dead: cfg.dead_interval(),
+            refresh: Duration::from_millis(cfg.link_refresh_ms),
             nr_path: cfg.nr_path()?,
             key: cfg.secret()?,
-            next_hello: None,
+            ring: Keyring::new(
+                cfg.secret()?.into_iter().collect(),
+                SENDER_FWD + u16::from(cfg.node_id),
+                cfg.epoch_us,
+            )
+            .with_replay_limits(
+                cfg.replay_max_age_s,
+                DEFAULT_WINDOW,
+                DEFAULT_MAX_SENDERS,
+            ),
+            clock_us: 0,
+            timers: TimerTable::default(),
             hello_seq: 0,
             queue: VecDeque::new(),
             stats: Stats::default(),
@@ -335,6 +374,7 @@ impl FwdCore {
     /// limit decremented in place. A hello updates the port's link state
     /// (and may queue link events).
     pub fn process(&mut self, now: Instant, in_port: usize, frame: &mut Vec<u8>) -> Verdict {
+        self.tick(now);
         match self.process_inner(now, in_port, frame) {
             Ok(v) => v,
             Err(reason) => Verdict::Drop(reason),
@@ -350,53 +390,44 @@ impl FwdCore {
         if in_port >= self.ports.len() {
             return Err(DropReason::BadPort);
         }
-        if frame.len() < ETH_LEN {
-            return Err(DropReason::Runt);
-        }
-        if u16::from_be_bytes([frame[12], frame[13]]) != ETHERTYPE_IPV6 {
+        let eth = EthernetFrame::new_checked(&frame[..]).map_err(|_| DropReason::Runt)?;
+        if eth.ethertype() != EthernetProtocol::Ipv6 {
             return Err(DropReason::NotIpv6);
         }
-        let ip = &frame[ETH_LEN..];
-        if ip.len() < IPV6_LEN || ip[0] >> 4 != 6 {
+        let ip = Ipv6Packet::new_checked(eth.payload()).map_err(|_| DropReason::MalformedIpv6)?;
+        if ip.version() != 6 {
             return Err(DropReason::MalformedIpv6);
         }
-        let payload_len = usize::from(u16::from_be_bytes([ip[4], ip[5]]));
-        if IPV6_LEN + payload_len > ip.len() {
-            return Err(DropReason::MalformedIpv6);
-        }
-        if ip[6] != gff::NEXT_HEADER {
+        if u8::from(ip.next_header()) != gff::NEXT_HEADER {
             return Err(DropReason::NotGff);
         }
+        let g = match gff::parse_ethernet_frame(frame) {
+            Some(Ok(g)) => g,
+            Some(Err(FrameError::PathMismatch)) => return Err(DropReason::PathIdMismatch),
+            // The IPv6 lengths were checked above: what is left is GFF's.
+            Some(Err(FrameError::Malformed | FrameError::Truncated)) | None => {
+                return Err(DropReason::MalformedGff)
+            }
+        };
         // Ethernet pads short frames: forward the IPv6 packet only.
-        frame.truncate(GFF_AT + payload_len);
-        let mut src = [0; 16];
-        let mut dst = [0; 16];
-        src.copy_from_slice(&frame[ETH_LEN + 8..ETH_LEN + 24]);
-        dst.copy_from_slice(&frame[ETH_LEN + 24..GFF_AT]);
-        let packet =
-            gff::Packet::new_checked(&frame[GFF_AT..]).map_err(|_| DropReason::MalformedGff)?;
-        let repr = gff::Repr::parse(&packet).map_err(|_| DropReason::MalformedGff)?;
-        repr.check_addrs(&src.into(), &dst.into())
-            .map_err(|_| DropReason::PathIdMismatch)?;
-        match repr.msg_type {
+        frame.truncate(g.ip_end);
+        match g.repr.msg_type {
             MessageType::LinkHello => {
-                let mut mac = [0; 6];
-                mac.copy_from_slice(&frame[6..12]);
-                let payload = packet.payload();
-                return self.handle_hello(now, in_port, EthernetAddress(mac), payload);
+                let payload = &frame[g.payload];
+                return self.handle_hello(now, in_port, g.src_mac, payload);
             }
             MessageType::Unknown(_) => return Err(DropReason::UnknownType),
             _ => {}
         }
-        let hop_limit = frame[HOP_LIMIT_AT];
-        if hop_limit <= 1 {
+        if g.hop_limit <= 1 {
             return Err(DropReason::HopLimit);
         }
-        let out = self.out_ports(Some(in_port), &repr.path_id);
+        let out = self.out_ports(Some(in_port), &g.repr.path_id);
         if out.is_empty() {
             return Err(DropReason::NoMatch);
         }
-        frame[HOP_LIMIT_AT] = hop_limit - 1;
+        let ip_at = EthernetFrame::<&[u8]>::header_len();
+        Ipv6Packet::new_unchecked(&mut frame[ip_at..]).set_hop_limit(g.hop_limit - 1);
         self.stats.forwarded += 1;
         self.stats.copies += out.len() as u64;
         Ok(Verdict::Forward(out))
@@ -425,24 +456,38 @@ impl FwdCore {
         mac: EthernetAddress,
         payload: &[u8],
     ) -> Result<Verdict, DropReason> {
-        if let Some((key_id, secret)) = &self.key {
-            let check = nr::verify(MessageType::LinkHello, payload, |k| {
-                (k == *key_id).then_some(secret.as_slice())
-            });
-            match check {
-                Err(_) => return Err(DropReason::HelloMalformed),
-                Ok(AuthCheck::Unsigned) => return Err(DropReason::HelloUnsigned),
-                Ok(AuthCheck::UnknownKey(_)) => return Err(DropReason::HelloUnknownKey),
-                Ok(AuthCheck::Bad(_)) => return Err(DropReason::HelloBadAuth),
-                Ok(AuthCheck::Good(_)) => {}
-            }
-        }
+        nr::open(
+            &mut self.ring,
+            self.clock_us,
+            MessageType::LinkHello,
+            payload,
+        )
+        .map_err(|r| match r {
+            Reject::Malformed => DropReason::HelloMalformed,
+            Reject::Unsigned => DropReason::HelloUnsigned,
+            Reject::UnknownKey => DropReason::HelloUnknownKey,
+            Reject::Bad => DropReason::HelloBadAuth,
+            Reject::Unsequenced => DropReason::HelloUnsequenced,
+            Reject::Replayed => DropReason::HelloReplayed,
+            Reject::Stale | Reject::Future | Reject::SendersFull => DropReason::HelloStale,
+        })?;
         let Ok(nr::Repr::LinkHello(hello)) = nr::Repr::parse(MessageType::LinkHello, payload)
         else {
             return Err(DropReason::HelloMalformed);
         };
         if hello.sender == self.node_id && self.ports.iter().any(|p| p.link_id == hello.link_id) {
             return Err(DropReason::HelloOwn);
+        }
+        if let (
+            None,
+            LinkStatus::Up {
+                neighbour: live, ..
+            },
+        ) = (&self.key, self.ports[port].status)
+        {
+            if live.mac != mac {
+                return Err(DropReason::HelloMacMoved);
+            }
         }
         let neighbour = Neighbour {
             node: hello.sender,
@@ -481,7 +526,11 @@ impl FwdCore {
     /// When [`FwdCore::handle_timeout`] is next due: the next hello or the
     /// earliest dead deadline (`None` before the first `handle_timeout`).
     pub fn poll_at(&self) -> Option<Instant> {
-        let hello = self.next_hello?;
+        let hello = self.timers.get(Timer::Hello)?;
+        let hello = self
+            .timers
+            .get(Timer::Refresh)
+            .map_or(hello, |r| r.min(hello));
         let dead = self
             .ports
             .iter()
@@ -493,18 +542,33 @@ impl FwdCore {
         Some(dead.map_or(hello, |d| d.min(hello)))
     }
 
+    /// The clock sent messages take their sequence numbers from.
+    fn tick(&mut self, now: Instant) {
+        self.clock_us = self.clock_us.max(now.total_micros().max(0) as u64);
+    }
+
     /// Send hellos and declare silent links down, as due at `now`.
     pub fn handle_timeout(&mut self, now: Instant) {
-        let next = *self.next_hello.get_or_insert(now);
-        if now >= next {
+        self.tick(now);
+        let next = self.timers.get(Timer::Hello).unwrap_or(now);
+        self.timers.set(Timer::Hello, next);
+        if self.refresh != Duration::ZERO && !self.timers.is_armed(Timer::Refresh) {
+            self.timers.set(Timer::Refresh, now + self.refresh);
+        }
+        if self.timers.is_due(Timer::Refresh, now) {
+            self.timers.set(Timer::Refresh, now + self.refresh);
+            self.refresh_down_links();
+        }
+        if self.timers.expire(now) == Some(Timer::Hello) {
             self.send_hellos();
             let after = next + self.hello;
             // After a long stall, resume the rhythm from now.
-            self.next_hello = Some(if after <= now {
+            let at = if after <= now {
                 now + self.hello
             } else {
                 after
-            });
+            };
+            self.timers.set(Timer::Hello, at);
         }
         for port in 0..self.ports.len() {
             let p = &mut self.ports[port];
@@ -534,6 +598,18 @@ impl FwdCore {
         }
     }
 
+    /// Say again that each down link is down: the NR forgets a down state
+    /// nobody repeats.
+    fn refresh_down_links(&mut self) {
+        for port in 0..self.ports.len() {
+            if let LinkStatus::Down { neighbour, .. } = self.ports[port].status {
+                let before = self.stats.events_out;
+                self.link_event(port, Some(neighbour), LinkState::Down);
+                self.stats.events_refreshed += self.stats.events_out - before;
+            }
+        }
+    }
+
     /// The next frame to send, if any.
     #[must_use]
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
@@ -543,18 +619,18 @@ impl FwdCore {
     fn send_hellos(&mut self) {
         self.hello_seq = self.hello_seq.wrapping_add(1);
         for port in 0..self.ports.len() {
-            let p = &self.ports[port];
+            let (link_id, mac) = (self.ports[port].link_id, self.ports[port].mac);
             let msg = nr::Repr::LinkHello(nr::LinkHello {
                 sender: self.node_id,
-                link_id: p.link_id,
+                link_id,
                 seq: self.hello_seq,
                 tlvs: Tlvs::EMPTY,
             });
             let payload = self.sign(&msg);
             let frame = gff_frame(
                 EthernetAddress::BROADCAST,
-                p.mac,
-                PathId::link(p.link_id),
+                mac,
+                PathId::link(link_id),
                 MessageType::LinkHello,
                 gff::HOP_LIMIT,
                 &payload,
@@ -604,12 +680,15 @@ impl FwdCore {
         }
     }
 
-    fn sign(&self, msg: &nr::Repr<'_>) -> Vec<u8> {
+    fn sign(&mut self, msg: &nr::Repr<'_>) -> Vec<u8> {
         let mut payload = vec![0; msg.buffer_len()];
         msg.emit(&mut payload);
-        if let Some((key_id, secret)) = &self.key {
-            nr::append_auth(&mut payload, msg.message_type(), *key_id, secret);
-        }
+        nr::seal(
+            &mut self.ring,
+            self.clock_us,
+            msg.message_type(),
+            &mut payload,
+        );
         payload
     }
 
@@ -641,6 +720,10 @@ mod test {
     use crate::config::AuthConfig;
 
     const SECRET: &str = "000102030405060708090a0b0c0d0e0f";
+    /// Golden-byte offsets in a test frame.
+    const ETH_LEN: usize = 14;
+    const GFF_AT: usize = gff::GFF_OFFSET;
+    const HOP_LIMIT_AT: usize = ETH_LEN + 7;
 
     fn mac(i: u8) -> EthernetAddress {
         EthernetAddress([0x02, 0, 0, 0, 0xf0, i])
@@ -695,7 +778,15 @@ mod test {
         let mut p = vec![0; msg.buffer_len()];
         msg.emit(&mut p);
         if let Some((id, secret)) = key {
-            nr::append_auth(&mut p, MessageType::LinkHello, id, secret);
+            // Every signed test hello gets a fresh sequence number.
+            static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+            let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let mut ring = Keyring::new(
+                vec![(id, secret.to_vec())],
+                SENDER_FWD + u16::from(sender),
+                n,
+            );
+            nr::seal(&mut ring, 0, MessageType::LinkHello, &mut p);
         }
         p
     }
@@ -918,7 +1009,12 @@ mod test {
 
     #[test]
     fn silence_takes_a_link_down_and_tells_the_nr_then_hellos_bring_it_back() {
-        let mut c = switch();
+        // Without the down-link refresh (its own test below), one event
+        // per transition.
+        let mut c = switch_with(FwdConfig {
+            link_refresh_ms: 0,
+            ..FwdConfig::default()
+        });
         c.handle_timeout(at(0));
         recv!(c, 100, 1, hello(2, 21, None) => Verdict::Control);
         for ms in [1000, 2000, 3000] {
@@ -982,12 +1078,121 @@ mod test {
         assert!(!out.is_empty());
         for t in &out {
             let p = gff::Packet::new_checked(&t.frame[GFF_AT..]).unwrap();
-            let check = nr::verify(p.msg_type(), p.payload(), |k| {
-                (k == 7).then_some(good.as_slice())
-            });
-            assert_eq!(check, Ok(AuthCheck::Good(7)), "{:?}", p.msg_type());
+            let ring = Keyring::new(vec![(7, good.clone())], 0, 0);
+            let check = nr::authenticate(&ring, p.msg_type(), p.payload());
+            assert_eq!(
+                check.map(|s| s.map(|(sender, _)| sender)),
+                Ok(Some(SENDER_FWD + 1)),
+                "{:?}",
+                p.msg_type()
+            );
         }
         assert_eq!(events(&out).len(), 2);
+    }
+
+    /// A captured signed hello played again (to keep a dead link up, or
+    /// to move a neighbour's MAC) is dropped; so is one signed the old way,
+    /// with no sequence number, and one older than `replay_max_age_s`.
+    #[test]
+    fn replayed_signed_hellos_are_dropped() {
+        let mut c = switch_with(keyed());
+        let good = secret();
+        let h = hello(2, 21, Some((7, &good)));
+        recv!(c, 0, 1, h.clone() => Verdict::Control);
+        recv!(c, 0, 1, h.clone() => Verdict::Drop(DropReason::HelloReplayed));
+        let mut old = hello_payload(2, 21, 1, None);
+        nr::append_auth(&mut old, MessageType::LinkHello, 7, &good);
+        let old = gff_frame(
+            EthernetAddress::BROADCAST,
+            PEER,
+            PathId::link(21),
+            MessageType::LinkHello,
+            gff::HOP_LIMIT,
+            &old,
+        );
+        recv!(c, 0, 1, old => Verdict::Drop(DropReason::HelloUnsequenced));
+        // Two minutes on, a captured hello (never seen here) is stale.
+        let late = hello(3, 22, Some((7, &good)));
+        let mut frame = late.clone();
+        assert_eq!(
+            c.process(at(120_000), 0, &mut frame),
+            Verdict::Drop(DropReason::HelloStale)
+        );
+        assert_eq!(DropReason::HelloReplayed.as_str(), "fwd_hello_replayed");
+    }
+
+    /// A spoofed hello naming the neighbour (or another switch) from
+    /// another MAC does not move the neighbour's address; once the real
+    /// one is silent for the dead interval, a new MAC is learnt; with a
+    /// key, a signed hello moves it at once.
+    #[test]
+    fn an_unauthenticated_hello_does_not_move_a_live_neighbours_mac() {
+        const SPOOF: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0xbb, 9]);
+        let from = |mac: EthernetAddress, mut f: Vec<u8>| {
+            f[6..12].copy_from_slice(&mac.0);
+            f
+        };
+        let mut c = switch();
+        c.handle_timeout(at(0));
+        recv!(c, 0, 1, hello(2, 21, None) => Verdict::Control);
+        let spoofed = from(SPOOF, hello(2, 21, None));
+        assert_eq!(
+            c.process(at(100), 1, &mut spoofed.clone()),
+            Verdict::Drop(DropReason::HelloMacMoved)
+        );
+        let other = from(SPOOF, hello(3, 31, None));
+        assert_eq!(
+            c.process(at(200), 1, &mut other.clone()),
+            Verdict::Drop(DropReason::HelloMacMoved)
+        );
+        assert_eq!(c.ports()[1].status.neighbour().unwrap().mac, PEER);
+        let mut f = data(PathId::link(11));
+        c.address(1, &mut f);
+        assert_eq!(&f[..6], &PEER.0, "frames still go to the real neighbour");
+        // The real neighbour falls silent: down, then the new MAC is learnt.
+        c.handle_timeout(at(3500));
+        assert_eq!(c.ports()[1].status.as_str(), "down");
+        assert_eq!(
+            c.process(at(3600), 1, &mut spoofed.clone()),
+            Verdict::Control
+        );
+        assert_eq!(c.ports()[1].status.neighbour().unwrap().mac, SPOOF);
+
+        // Keyed: a good signature moves it at once.
+        let mut c = switch_with(keyed());
+        let good = secret();
+        recv!(c, 0, 1, hello(2, 21, Some((7, &good))) => Verdict::Control);
+        let moved = from(SPOOF, hello(2, 21, Some((7, &good))));
+        assert_eq!(c.process(at(100), 1, &mut moved.clone()), Verdict::Control);
+        assert_eq!(c.ports()[1].status.neighbour().unwrap().mac, SPOOF);
+    }
+
+    /// A down link's events go to the NR again every `link_refresh_ms`
+    /// while it stays down (the NR lets a down state nobody repeats
+    /// expire); an up link's are not repeated.
+    #[test]
+    fn a_down_links_events_are_repeated_while_it_is_down() {
+        let mut c = switch();
+        c.handle_timeout(at(0));
+        recv!(c, 0, 1, hello(2, 21, None) => Verdict::Control);
+        drain(&mut c);
+        c.handle_timeout(at(3000));
+        assert_eq!(c.ports()[1].status.as_str(), "down");
+        assert_eq!(events(&drain(&mut c)).len(), 2);
+        assert_eq!(c.poll_at(), Some(at(4000)));
+        c.handle_timeout(at(5000));
+        assert_eq!(
+            events(&drain(&mut c)),
+            [(2, 21, LinkState::Down), (2, 11, LinkState::Down)]
+        );
+        assert_eq!(c.stats().events_refreshed, 2);
+        // Up again: nothing repeated at the next refresh.
+        recv!(c, 5500, 1, hello(2, 21, None) => Verdict::Control);
+        recv!(c, 9000, 1, hello(2, 21, None) => Verdict::Control);
+        drain(&mut c);
+        c.handle_timeout(at(10_000));
+        assert!(events(&drain(&mut c)).is_empty());
+        assert_eq!(c.stats().events_refreshed, 2);
     }
 
     #[test]

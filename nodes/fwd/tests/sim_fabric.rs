@@ -18,9 +18,9 @@ use smoltcp::time::{Duration, Instant};
 use smoltcp::wire::EthernetAddress;
 use svcroute_fwd::core::gff_frame;
 use svcroute_fwd::{Fwd, FwdConfig};
-use svcroute_stack::phy::sim::{self, NodeId, SegmentConfig, Sim, SimLink, SimPort};
 use svcroute_stack::runtime::{Context, FrameContext, Node, PortConfig, Role};
 use svcroute_stack::shim::{Direction, Verdict};
+use svcroute_stack::sim::{self, NodeId, SegmentConfig, Sim, SimLink, SimPort};
 use svcroute_stack::wire::gff::{self, MessageType, PathId};
 use svcroute_stack::wire::nr::{self, LinkState};
 

@@ -13,10 +13,13 @@
 //! dedup_ms = 50              # the same message again within this: a copy, ignored
 //! max_dedup = 1024           # messages remembered for that
 //! announce_restart = true    # path update ALL NODES when the NR starts
+//! link_down_ttl_ms = 15000   # a link event's "down" expires unless repeated
+//!
+//! replay_max_age_s = 60      # with keys: a message's sequence number older than this is stale
 //!
 //! [[nr.key]]                 # HMAC-SHA256 keys (SPEC §0); the first signs
 //! id = 1
-//! secret = "lab-secret"
+//! secret = "lab-secret"      # its UTF-8 octets; or hex octets with `hex = true`
 //!
 //! [nr.self_attach]           # where the NR itself attaches
 //! at = "f1"                  # fwd node
@@ -75,10 +78,26 @@ pub struct NrConfig {
     /// the first frame arrives on the fabric port (its link works), or
     /// [`crate::driver::ANNOUNCE_FALLBACK`] after the start at the latest.
     pub announce_restart: bool,
+    /// How long a link stays down after a link event said so, unless a
+    /// switch says it again (switches repeat a down link's events every
+    /// `link_refresh_ms`, 5 s by default): then it is up again
+    /// (`nr.link_down_expired`). One forged "down" cannot keep a link down
+    /// (docs/security.md). 0: a down link stays down until an "up"
+    /// (default 15000). Operator downs (`ctl link <id> down`) never expire.
+    pub link_down_ttl_ms: u64,
     /// Pre-shared keys; when any is configured every NR message must carry
     /// a good tag, and the first key signs what the NR sends.
     #[serde(rename = "key")]
     pub keys: Vec<KeyConfig>,
+    /// With keys: messages carry sequence numbers (SPEC §0 replay window
+    /// **\[ext\]**); one older (or further ahead) than this many seconds is
+    /// dropped (`drop.nr_replay_stale`). Default 60.
+    pub replay_max_age_s: u64,
+    /// The wall clock at the node's monotonic time 0, µs since the UNIX
+    /// epoch (not a config key: the binary reads it at start; sequence
+    /// numbers are taken from it).
+    #[serde(skip)]
+    pub epoch_us: u64,
     /// Where the NR attaches to the fabric.
     pub self_attach: Option<AttachConfig>,
     /// Where each nSFF attaches.
@@ -103,7 +122,10 @@ impl Default for NrConfig {
             dedup_ms: 50,
             max_dedup: 1024,
             announce_restart: true,
+            link_down_ttl_ms: 15_000,
             keys: Vec::new(),
+            replay_max_age_s: svcroute_stack::wire::auth::DEFAULT_MAX_AGE_S,
+            epoch_us: 0,
             self_attach: None,
             attach: Vec::new(),
             links: Vec::new(),
@@ -111,15 +133,8 @@ impl Default for NrConfig {
     }
 }
 
-/// One `[[nr.key]]`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct KeyConfig {
-    /// The key ID carried in auth tags.
-    pub id: u8,
-    /// The shared secret (its UTF-8 bytes).
-    pub secret: String,
-}
+/// One `[[nr.key]]` (shared with `[[nsff.key]]`).
+pub use svcroute_stack::wire::auth::KeyConfig;
 
 /// `[nr.self_attach]`: a node (the NR) on a fwd node.
 #[derive(Debug, Clone, Deserialize)]
@@ -188,7 +203,7 @@ pub enum ConfigError {
     #[error("[[nr.link]] id {0}: `from` and `to` are the same node")]
     SelfLink(u8),
     /// A key is unusable.
-    #[error("[[nr.key]] id {0}: empty secret or key ID used twice")]
+    #[error("[[nr.key]] id {0}: empty secret, bad hex, or key ID used twice")]
     BadKey(u8),
 }
 
@@ -233,12 +248,14 @@ impl NrConfig {
                 range: "0..=10000",
             });
         }
-        let mut key_ids = BTreeSet::new();
-        for k in &self.keys {
-            if k.secret.is_empty() || !key_ids.insert(k.id) {
-                return Err(ConfigError::BadKey(k.id));
-            }
+        if self.link_down_ttl_ms > 3_600_000 {
+            return Err(ConfigError::OutOfRange {
+                key: "link_down_ttl_ms",
+                value: self.link_down_ttl_ms,
+                range: "0..=3600000",
+            });
         }
+        KeyConfig::pairs(&self.keys).map_err(ConfigError::BadKey)?;
         let own = self.self_attach.as_ref().ok_or(ConfigError::NoSelfAttach)?;
         let mut ids = BTreeSet::new();
         let mut use_id = |id: u8| {

@@ -1,10 +1,14 @@
+// Over 800 lines: the registration and discovery tables and the update rules between them (the table in the module doc) are one state machine.
 //! The Name Resolver's protocol logic, sans-IO (STYLE 4, 5).
 //!
 //! [`NrCore`] holds the registration table (hash(FQDN) → FQDN, nSFF IDs),
 //! the discovery table ((hash, requester) → what the requester was told) and
 //! the fabric model. Call order:
 //!
-//! 1. [`NrCore::start`] once, at the node's first poll;
+//! 1. [`NrCore::boot`] once, at the node's start (or [`NrCore::start`] to
+//!    announce at once); [`NrCore::heard_fabric`] for every frame received
+//!    on the fabric port; [`NrCore::handle_timeout`] whenever
+//!    [`NrCore::poll_timeout`] is due;
 //! 2. for each GFF packet addressed to the NR, [`NrCore::handle_message`];
 //!    for each REST call, [`NrCore::register`] / [`NrCore::deregister`];
 //!    operator commands such as [`NrCore::purge_all`] at any time;
@@ -46,14 +50,31 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use smoltcp::time::{Duration, Instant};
 use svcroute_stack::stats::Counters;
+use svcroute_stack::timer::TimerTable;
 use svcroute_stack::wire::gff::{MessageType, PathId};
 use svcroute_stack::wire::nr::{
-    self, AuthCheck, Fqdn, Ids, NsffId, PathRequest, PathResponse, PathUpdate, Registration, Repr,
-    Resolution, Tlv, Tlvs, UpdateKind, ALL_NSFFS,
+    self, Fqdn, Ids, NsffId, PathRequest, PathResponse, PathUpdate, Registration, Repr, Resolution,
+    Tlv, Tlvs, UpdateKind, ALL_NSFFS,
 };
 
-use crate::config::{ConfigError, NrConfig};
+use svcroute_stack::wire::auth::{Keyring, Reject, DEFAULT_MAX_SENDERS, DEFAULT_WINDOW, SENDER_NR};
+
+use crate::config::{ConfigError, KeyConfig, NrConfig};
 use crate::fabric::{Endpoint, Fabric};
+
+/// The start announcement goes out this long after the start at the latest
+/// when nothing is heard on the fabric port before.
+pub const ANNOUNCE_FALLBACK: Duration = Duration::from_secs(3);
+
+svcroute_stack::timers! {
+    /// The NR's timers.
+    pub enum Timer {
+        /// Nothing heard on the fabric since the start: announce anyway.
+        AnnounceFallback,
+        /// The earliest down link whose down state expires.
+        LinkDownExpiry,
+    }
+}
 
 /// A GFF packet the NR sends: the driver frames it (Ethernet, IPv6 with the
 /// pathID as source ‖ destination, GFF header) and puts it on the fabric.
@@ -121,6 +142,9 @@ pub enum MessageError {
     AuthUnknownKey,
     /// The tag is wrong.
     AuthBad,
+    /// A good tag, but no fresh sequence number: a replay, a stale or
+    /// future one, none, or the replay table is full.
+    Replay(Reject),
     /// A message type the NR does not take (responses, updates, transport).
     Unexpected,
     /// The requester is not attached to the fabric (not in config).
@@ -143,6 +167,17 @@ impl MessageError {
             Self::AuthMissing => "nr_auth_missing",
             Self::AuthUnknownKey => "nr_auth_unknown_key",
             Self::AuthBad => "nr_auth_bad",
+            Self::Replay(r) => match r {
+                Reject::Unsequenced => "nr_auth_unsequenced",
+                Reject::Replayed => "nr_replayed",
+                Reject::Stale => "nr_replay_stale",
+                Reject::Future => "nr_replay_future",
+                Reject::SendersFull => "nr_replay_senders_full",
+                Reject::Unsigned => "nr_auth_missing",
+                Reject::UnknownKey => "nr_auth_unknown_key",
+                Reject::Bad => "nr_auth_bad",
+                Reject::Malformed => "nr_malformed",
+            },
             Self::Unexpected => "nr_unexpected_type",
             Self::UnknownRequester => "nr_unknown_requester",
             Self::RequesterUnreachable => "nr_requester_unreachable",
@@ -242,7 +277,11 @@ struct Seen {
 pub struct NrCore {
     fabric: Fabric,
     limits: Limits,
-    keys: Vec<(u8, Vec<u8>)>,
+    /// Keys, our sequence numbers and the replay guard.
+    ring: Keyring,
+    /// The latest `now` seen (what sent messages take their sequence
+    /// numbers from), µs.
+    clock_us: u64,
     announce_restart: bool,
     names: BTreeMap<u16, NameEntry>,
     discovery: BTreeMap<(u16, NsffId), Discovered>,
@@ -255,6 +294,14 @@ pub struct NrCore {
     /// When each configured nSFF last sent a registration or path request.
     heard: BTreeMap<NsffId, Instant>,
     policy: Box<dyn Policy>,
+    /// The start announcement waits for the first frame on the fabric port
+    /// (or [`Timer::AnnounceFallback`]).
+    announce_on_hearing: bool,
+    /// Links a link event took down: when their down state expires unless
+    /// a switch repeats it (`link_down_ttl_ms`).
+    down_until: BTreeMap<u8, Instant>,
+    link_down_ttl: Duration,
+    timers: TimerTable<Timer>,
     out: VecDeque<Transmit>,
     stats: Counters,
 }
@@ -271,11 +318,17 @@ impl NrCore {
                 discovery: cfg.max_discovery,
                 dedup: cfg.max_dedup,
             },
-            keys: cfg
-                .keys
-                .iter()
-                .map(|k| (k.id, k.secret.as_bytes().to_vec()))
-                .collect(),
+            ring: Keyring::new(
+                KeyConfig::pairs(&cfg.keys).map_err(ConfigError::BadKey)?,
+                SENDER_NR,
+                cfg.epoch_us,
+            )
+            .with_replay_limits(
+                cfg.replay_max_age_s,
+                DEFAULT_WINDOW,
+                DEFAULT_MAX_SENDERS,
+            ),
+            clock_us: 0,
             announce_restart: cfg.announce_restart,
             names: BTreeMap::new(),
             discovery: BTreeMap::new(),
@@ -284,6 +337,10 @@ impl NrCore {
             dedup_window: Duration::from_millis(cfg.dedup_ms),
             heard: BTreeMap::new(),
             policy: Box::new(FewestLinks),
+            announce_on_hearing: false,
+            down_until: BTreeMap::new(),
+            link_down_ttl: Duration::from_millis(cfg.link_down_ttl_ms),
+            timers: TimerTable::default(),
             out: VecDeque::new(),
             stats: Counters::default(),
         })
@@ -298,9 +355,54 @@ impl NrCore {
     /// The node starts: the NR's state is soft and was lost with the last
     /// process, so (if `announce_restart`) every nSFF is told to purge its
     /// cache (ALL NODES) and, per docs/nr.md, re-registers its SFs.
-    pub fn start(&mut self, _now: Instant) {
+    pub fn start(&mut self, now: Instant) {
+        self.tick(now);
         if self.announce_restart {
             self.purge_all();
+        }
+    }
+
+    /// The node starts (`announce_restart`): the start announcement goes
+    /// out when the first frame arrives on the fabric port (the fwd node's
+    /// hellos come every second), not at once: a frame sent while the
+    /// port's link is still coming up is lost without a trace. If nothing
+    /// is heard for [`ANNOUNCE_FALLBACK`], it goes out anyway, and again
+    /// when the first frame is heard.
+    pub fn boot(&mut self, now: Instant) {
+        if self.announce_restart {
+            self.announce_on_hearing = true;
+            self.timers
+                .set(Timer::AnnounceFallback, now + ANNOUNCE_FALLBACK);
+        }
+    }
+
+    /// A frame arrived on the fabric port: the port carries frames both
+    /// ways now, so a start announcement waiting for that goes out
+    /// (`true`: drain [`NrCore::poll_transmit`]).
+    pub fn heard_fabric(&mut self, now: Instant) -> bool {
+        self.tick(now);
+        if !std::mem::take(&mut self.announce_on_hearing) {
+            return false;
+        }
+        self.timers.stop(Timer::AnnounceFallback);
+        self.start(now);
+        true
+    }
+
+    /// When [`NrCore::handle_timeout`] is next due.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.timers.next_timeout()
+    }
+
+    /// Act on the timers due at `now` (a spurious call does nothing).
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.tick(now);
+        while let Some(t) = self.timers.expire(now) {
+            match t {
+                // Nothing heard yet: announce anyway, and again on hearing.
+                Timer::AnnounceFallback => self.start(now),
+                Timer::LinkDownExpiry => self.expire_downs(now),
+            }
         }
     }
 
@@ -344,7 +446,11 @@ impl NrCore {
 
     /// Whether keys are configured (then every message must be signed).
     pub fn authenticates(&self) -> bool {
-        !self.keys.is_empty()
+        self.ring.is_keyed()
+    }
+
+    fn tick(&mut self, now: Instant) {
+        self.clock_us = self.clock_us.max(now.total_micros().max(0) as u64);
     }
 
     /// Handle the payload of a GFF packet of type `msg_type` addressed to
@@ -380,21 +486,14 @@ impl NrCore {
         ) {
             return Err(MessageError::Unexpected);
         }
-        if self.authenticates() {
-            let keys = &self.keys;
-            let check = nr::verify(msg_type, payload, |k| {
-                keys.iter()
-                    .find(|(id, _)| *id == k)
-                    .map(|(_, s)| s.as_slice())
-            })
-            .map_err(|_| MessageError::Malformed)?;
-            match check {
-                AuthCheck::Good(_) => {}
-                AuthCheck::Unsigned => return Err(MessageError::AuthMissing),
-                AuthCheck::UnknownKey(_) => return Err(MessageError::AuthUnknownKey),
-                AuthCheck::Bad(_) => return Err(MessageError::AuthBad),
-            }
-        }
+        self.tick(now);
+        let sequence = nr::authenticate(&self.ring, msg_type, payload).map_err(|r| match r {
+            Reject::Unsigned => MessageError::AuthMissing,
+            Reject::UnknownKey => MessageError::AuthUnknownKey,
+            Reject::Bad => MessageError::AuthBad,
+            Reject::Malformed => MessageError::Malformed,
+            other => MessageError::Replay(other),
+        })?;
         let repr = Repr::parse(msg_type, payload).map_err(|_| MessageError::Malformed)?;
         let from = match &repr {
             Repr::Registration(m) => Some(m.nsff_id),
@@ -407,6 +506,13 @@ impl NrCore {
         if self.is_copy(now, msg_type, payload) {
             self.stats.bump("nr.duplicates_ignored");
             return Ok(());
+        }
+        // A redundant copy was let through above; anything else seen
+        // before is a replay (a signed message is unique by its number).
+        if let Some((sender, seq)) = sequence {
+            self.ring
+                .fresh(self.clock_us, sender, seq)
+                .map_err(MessageError::Replay)?;
         }
         let r = self.act(now, repr);
         self.remember(now, msg_type, payload);
@@ -444,7 +550,11 @@ impl NrCore {
                     nr::LinkState::Down => false,
                     nr::LinkState::Unknown(_) => return Err(MessageError::BadLinkState),
                 };
-                self.link_event(now, m.link_id, up).map(drop)
+                let r = self.link_event(now, m.link_id, up).map(drop);
+                if r.is_ok() {
+                    self.note_link_event(now, m.link_id, up);
+                }
+                r
             }
             // Filtered above.
             _ => Err(MessageError::Unexpected),
@@ -635,7 +745,8 @@ impl NrCore {
     /// whose answer would now differ (serving nSFF, forward *or* reverse
     /// pathID: a reverse detour left in place would carry every response
     /// the long way) get a type-0 update naming the nSFF they were told.
-    pub fn link_event(&mut self, _now: Instant, link: u8, up: bool) -> Result<bool, MessageError> {
+    pub fn link_event(&mut self, now: Instant, link: u8, up: bool) -> Result<bool, MessageError> {
+        self.tick(now);
         let changed = self
             .fabric
             .set_link(link, up)
@@ -673,6 +784,47 @@ impl NrCore {
             self.notify(UpdateKind::LinkIds, &BTreeSet::from([link]), &recipients);
         }
         Ok(true)
+    }
+
+    /// A link event from the fabric said `link` is `up`: a down state
+    /// holds for `link_down_ttl_ms` from the last time a switch said so.
+    fn note_link_event(&mut self, now: Instant, link: u8, up: bool) {
+        if up || self.link_down_ttl == Duration::ZERO {
+            self.down_until.remove(&link);
+        } else {
+            self.down_until.insert(link, now + self.link_down_ttl);
+        }
+        self.arm_down_expiry();
+    }
+
+    fn arm_down_expiry(&mut self) {
+        match self.down_until.values().min() {
+            Some(&t) => self.timers.set(Timer::LinkDownExpiry, t),
+            None => self.timers.stop(Timer::LinkDownExpiry),
+        }
+    }
+
+    /// Down states nobody repeated: the link is up again (as for an "up"
+    /// link event), counted `nr.link_down_expired`.
+    fn expire_downs(&mut self, now: Instant) {
+        let due: Vec<u8> = self
+            .down_until
+            .iter()
+            .filter(|&(_, &t)| t <= now)
+            .map(|(&l, _)| l)
+            .collect();
+        for link in due {
+            self.down_until.remove(&link);
+            if self.fabric.down_links().bit(link) {
+                self.stats.bump("nr.link_down_expired");
+                log::warn!(
+                    "nr: link {link} down for {} with no switch repeating it: up again",
+                    self.link_down_ttl
+                );
+                let _ = self.link_event(now, link, true);
+            }
+        }
+        self.arm_down_expiry();
     }
 
     /// Send ALL NODES (type 0, ID 255) to every nSFF and forget the
@@ -852,9 +1004,7 @@ impl NrCore {
     }
 
     fn push(&mut self, path: PathId, msg_type: MessageType, mut payload: Vec<u8>) {
-        if let Some((id, secret)) = self.keys.first() {
-            nr::append_auth(&mut payload, msg_type, *id, secret);
-        }
+        nr::seal(&mut self.ring, self.clock_us, msg_type, &mut payload);
         self.out.push_back(Transmit {
             path,
             msg_type,
@@ -894,6 +1044,7 @@ pub fn path_request(hash: u16, requester: NsffId) -> Vec<u8> {
 mod test {
     use super::*;
     use crate::config::{AttachConfig, KeyConfig, LinkConfig, NsffAttachConfig};
+    use svcroute_stack::wire::auth::SENDER_FWD;
 
     const T0: Instant = Instant::ZERO;
 
@@ -1233,6 +1384,42 @@ mod test {
         );
     }
 
+    /// One forged "down" does not keep a link down: unless a switch says
+    /// it again within `link_down_ttl_ms`, it expires and the link is up
+    /// (with the updates an "up" brings). Repeats keep it down; an
+    /// operator's down never expires.
+    #[test]
+    fn a_link_down_nobody_repeats_expires() {
+        let at = |ms: i64| Instant::from_millis(ms);
+        let mut nr = nr();
+        assert_eq!(nr.poll_timeout(), None);
+        nr.handle_message(at(0), MessageType::LinkEvent, &[12, 0])
+            .unwrap();
+        assert!(nr.fabric().down_links().bit(12));
+        assert_eq!(nr.poll_timeout(), Some(at(15_000)));
+        // Repeated at 10 s: down until 25 s.
+        nr.handle_message(at(10_000), MessageType::LinkEvent, &[12, 0])
+            .unwrap();
+        nr.handle_timeout(at(15_000));
+        assert!(nr.fabric().down_links().bit(12));
+        assert_eq!(nr.poll_timeout(), Some(at(25_000)));
+        nr.handle_timeout(at(25_000));
+        assert!(!nr.fabric().down_links().bit(12), "expired");
+        assert_eq!(nr.stats().get("nr.link_down_expired"), 1);
+        assert_eq!(nr.poll_timeout(), None);
+        // An up in between ends the clock.
+        nr.handle_message(at(30_000), MessageType::LinkEvent, &[12, 0])
+            .unwrap();
+        nr.handle_message(at(31_000), MessageType::LinkEvent, &[12, 1])
+            .unwrap();
+        assert_eq!(nr.poll_timeout(), None);
+        // The operator's down stays.
+        nr.link_event(at(40_000), 12, false).unwrap();
+        nr.handle_timeout(at(100_000));
+        assert!(nr.fabric().down_links().bit(12));
+        assert_eq!(nr.stats().get("nr.link_down_expired"), 1);
+    }
+
     #[test]
     fn link_up_that_shortens_only_the_reverse_path_updates() {
         let mut nr = nr();
@@ -1461,14 +1648,32 @@ mod test {
         assert_eq!(nr.names().len(), 2);
     }
 
-    #[test]
-    fn authenticated_messages_only_when_keyed() {
+    const EPOCH: u64 = 1_700_000_000_000_000;
+
+    fn keyed_nr() -> NrCore {
         let mut cfg = config();
         cfg.keys = vec![KeyConfig {
             id: 7,
             secret: "s3cret".into(),
+            hex: false,
         }];
-        let mut nr = NrCore::new(&cfg).unwrap();
+        cfg.epoch_us = EPOCH;
+        NrCore::new(&cfg).unwrap()
+    }
+
+    /// An nSFF's ring with the NR's key.
+    fn nsff_ring(sender: u16) -> Keyring {
+        Keyring::new(vec![(7, b"s3cret".to_vec())], sender, EPOCH)
+    }
+
+    fn sealed(ring: &mut Keyring, t: MessageType, mut m: Vec<u8>) -> Vec<u8> {
+        nr::seal(ring, 0, t, &mut m);
+        m
+    }
+
+    #[test]
+    fn authenticated_messages_only_when_keyed() {
+        let mut nr = keyed_nr();
         let t = MessageType::Registration;
         let plain = registration(false, &name("a.example"), id(2));
         assert_eq!(
@@ -1476,33 +1681,113 @@ mod test {
             Err(MessageError::AuthMissing)
         );
         let mut wrong = plain.clone();
-        nr::append_auth(&mut wrong, t, 7, b"other");
+        nr::seal(
+            &mut Keyring::new(vec![(7, b"other".to_vec())], 2, EPOCH),
+            0,
+            t,
+            &mut wrong,
+        );
         assert_eq!(nr.handle_message(T0, t, &wrong), Err(MessageError::AuthBad));
         let mut unknown = plain.clone();
-        nr::append_auth(&mut unknown, t, 8, b"s3cret");
+        nr::seal(
+            &mut Keyring::new(vec![(8, b"s3cret".to_vec())], 2, EPOCH),
+            0,
+            t,
+            &mut unknown,
+        );
         assert_eq!(
             nr.handle_message(T0, t, &unknown),
             Err(MessageError::AuthUnknownKey)
         );
+        // A good tag with no sequence number (the old format): refused.
+        let mut unsequenced = plain.clone();
+        nr::append_auth(&mut unsequenced, t, 7, b"s3cret");
+        assert_eq!(
+            nr.handle_message(T0, t, &unsequenced),
+            Err(MessageError::Replay(Reject::Unsequenced))
+        );
         assert!(nr.names().is_empty());
-        let mut good = plain;
-        nr::append_auth(&mut good, t, 7, b"s3cret");
+        let good = sealed(&mut nsff_ring(2), t, plain);
         nr.handle_message(T0, t, &good).unwrap();
         assert_eq!(nr.names().len(), 1);
-        for r in ["nr_auth_missing", "nr_auth_bad", "nr_auth_unknown_key"] {
+        for r in [
+            "nr_auth_missing",
+            "nr_auth_bad",
+            "nr_auth_unknown_key",
+            "nr_auth_unsequenced",
+        ] {
             assert_eq!(nr.stats().get(&format!("drop.{r}")), 1, "{r}");
         }
-        // What the NR sends is signed with key 7.
-        let mut req = path_request(name("a.example").hash(), id(1));
-        nr::append_auth(&mut req, MessageType::PathRequest, 7, b"s3cret");
+        // What the NR sends is sealed with key 7 and its own sequence.
+        let req = sealed(
+            &mut nsff_ring(1),
+            MessageType::PathRequest,
+            path_request(name("a.example").hash(), id(1)),
+        );
         nr.handle_message(T0, MessageType::PathRequest, &req)
             .unwrap();
         let t = nr.poll_transmit().unwrap();
-        let keys = |k: u8| (k == 7).then_some(&b"s3cret"[..]);
+        let mut nsff = nsff_ring(1);
         assert_eq!(
-            nr::verify(t.msg_type, &t.payload, keys),
-            Ok(AuthCheck::Good(7))
+            nr::authenticate(&nsff, t.msg_type, &t.payload),
+            Ok(Some((SENDER_NR, EPOCH)))
         );
+        assert_eq!(nr::open(&mut nsff, 0, t.msg_type, &t.payload), Ok(()));
+    }
+
+    /// A captured deregistration or link event played again later is
+    /// dropped and counted; a fresh one from the same sender is not.
+    #[test]
+    fn replays_are_dropped_and_counted() {
+        let mut nr = keyed_nr();
+        let mut n2 = nsff_ring(2);
+        let t = MessageType::Registration;
+        let reg = sealed(&mut n2, t, registration(false, &name("a.example"), id(2)));
+        nr.handle_message(T0, t, &reg).unwrap();
+        let mut dereg = registration(true, &name("a.example"), id(2));
+        nr::seal(&mut n2, 1000, t, &mut dereg);
+        nr.handle_message(T0 + Duration::from_secs(1), t, &dereg)
+            .unwrap();
+        assert!(nr.names().is_empty());
+        // Registered again; the captured deregistration replayed after the
+        // dedup window does nothing.
+        let mut again = registration(false, &name("a.example"), id(2));
+        nr::seal(&mut n2, 2_000_000, t, &mut again);
+        nr.handle_message(T0 + Duration::from_secs(2), t, &again)
+            .unwrap();
+        assert_eq!(
+            nr.handle_message(T0 + Duration::from_secs(3), t, &dereg),
+            Err(MessageError::Replay(Reject::Replayed))
+        );
+        assert_eq!(nr.names().len(), 1);
+        assert_eq!(nr.stats().get("drop.nr_replayed"), 1);
+        // A link event from a switch, replayed: dropped.
+        let mut f1 = nsff_ring(SENDER_FWD + 1);
+        let ev = Repr::LinkEvent(nr::LinkEvent {
+            link_id: 10,
+            state: nr::LinkState::Down,
+            tlvs: Tlvs::EMPTY,
+        });
+        let mut down = vec![0; ev.buffer_len()];
+        ev.emit(&mut down);
+        nr::seal(&mut f1, 3_000_000, MessageType::LinkEvent, &mut down);
+        nr.handle_message(T0 + Duration::from_secs(3), MessageType::LinkEvent, &down)
+            .unwrap();
+        nr.link_event(T0 + Duration::from_secs(4), 10, true)
+            .unwrap();
+        assert_eq!(
+            nr.handle_message(T0 + Duration::from_secs(5), MessageType::LinkEvent, &down),
+            Err(MessageError::Replay(Reject::Replayed))
+        );
+        assert_eq!(nr.stats().get("drop.nr_replayed"), 2);
+        // A message older than replay_max_age_s is stale even to a
+        // restarted NR (which remembers no window).
+        let mut fresh_nr = keyed_nr();
+        assert_eq!(
+            fresh_nr.handle_message(T0 + Duration::from_secs(120), t, &dereg),
+            Err(MessageError::Replay(Reject::Stale))
+        );
+        assert_eq!(fresh_nr.stats().get("drop.nr_replay_stale"), 1);
     }
 
     #[test]

@@ -14,16 +14,12 @@
 //!   fabric port.
 //! - **Everything else** (ARP, NDP, IPv4/IPv6 TCP to the REST port) is
 //!   checked with [`check_frame`] and passed to smoltcp.
-//! - **Start announcement** (`announce_restart`): ALL NODES goes out when
-//!   the first frame arrives on the fabric port (the fwd node's hellos come
-//!   every second), not at once: a frame sent while the port's link is still
-//!   coming up (a restarted process's TAP joining its bridge) is lost without
-//!   a trace, and the nSFFs would keep the caches the last NR process filled.
-//!   If nothing is heard for [`ANNOUNCE_FALLBACK`], it goes out anyway, and
-//!   again when the first frame is heard.
+//! - **Start announcement** (`announce_restart`): the core's
+//!   ([`NrCore::boot`]); the driver tells it of every frame heard on the
+//!   fabric port ([`NrCore::heard_fabric`]) and runs its timers.
 
 use serde_json::{json, Value};
-use smoltcp::time::{Duration, Instant};
+use smoltcp::time::Instant;
 use smoltcp::wire::EthernetAddress;
 use svcroute_stack::runtime::{check_frame, Context, ControlReply, FrameContext, Role};
 use svcroute_stack::shim::{Direction, Outbox, Verdict};
@@ -34,13 +30,7 @@ use crate::config::{ConfigError, NrConfig};
 use crate::core::{NrCore, Transmit};
 use crate::rest::Rest;
 
-const ETH_LEN: usize = 14;
-const IPV6_LEN: usize = 40;
-const ETHERTYPE_IPV6: [u8; 2] = [0x86, 0xdd];
-
-/// The start announcement goes out this long after the start at the latest
-/// when nothing is heard on the fabric port before.
-pub const ANNOUNCE_FALLBACK: Duration = Duration::from_secs(3);
+pub use crate::core::ANNOUNCE_FALLBACK;
 
 /// The nr role.
 #[derive(Debug)]
@@ -49,10 +39,6 @@ pub struct Nr {
     core: NrCore,
     rest: Option<Rest>,
     mac: EthernetAddress,
-    /// The start announcement waits for the first frame on the fabric port.
-    announce_on_hearing: bool,
-    /// ... or until then.
-    announce_fallback: Option<Instant>,
 }
 
 impl Nr {
@@ -64,8 +50,6 @@ impl Nr {
             core,
             rest: None,
             mac: EthernetAddress([0x02, 0, 0, 0, 0, 0]),
-            announce_on_hearing: false,
-            announce_fallback: None,
         })
     }
 
@@ -92,40 +76,6 @@ impl Nr {
         }
         any
     }
-
-    /// The GFF packet in `frame`, if it is one: Some(Ok((type, path,
-    /// payload range))) or Some(Err(reason)).
-    fn gff(frame: &[u8]) -> Option<Result<(gff::Repr, core::ops::Range<usize>), &'static str>> {
-        if frame.get(12..14)? != ETHERTYPE_IPV6 || *frame.get(ETH_LEN + 6)? != gff::NEXT_HEADER {
-            return None;
-        }
-        Some(parse_gff(frame))
-    }
-}
-
-fn parse_gff(frame: &[u8]) -> Result<(gff::Repr, core::ops::Range<usize>), &'static str> {
-    let Some(ip) = frame.get(ETH_LEN..ETH_LEN + IPV6_LEN) else {
-        return Err("gff_truncated");
-    };
-    let plen = usize::from(u16::from_be_bytes([ip[4], ip[5]]));
-    let start = ETH_LEN + IPV6_LEN;
-    let Some(body) = frame.get(start..start + plen) else {
-        return Err("gff_truncated");
-    };
-    let Ok(pkt) = gff::Packet::new_checked(body) else {
-        return Err("gff_malformed");
-    };
-    let Ok(repr) = gff::Repr::parse(&pkt) else {
-        return Err("gff_malformed");
-    };
-    let mut src = [0; 16];
-    let mut dst = [0; 16];
-    src.copy_from_slice(&ip[8..24]);
-    dst.copy_from_slice(&ip[24..40]);
-    if repr.check_addrs(&src.into(), &dst.into()).is_err() {
-        return Err("gff_path_mismatch");
-    }
-    Ok((repr, start + pkt.header_len()..start + plen))
 }
 
 /// The Ethernet frame carrying `t`, from `mac`.
@@ -185,19 +135,14 @@ impl Role for Nr {
         if self.cfg.rest_port != 0 {
             self.rest = Some(Rest::new(&self.cfg, cx.ports.len()));
         }
-        if self.cfg.announce_restart {
-            self.announce_on_hearing = true;
-            self.announce_fallback = Some(cx.now + ANNOUNCE_FALLBACK);
-        }
+        self.core.boot(cx.now);
         self.poll(cx);
     }
 
     fn poll(&mut self, cx: &mut Context<'_>) -> bool {
         let mut any = false;
-        if self.announce_fallback.is_some_and(|t| t <= cx.now) {
-            // Nothing heard yet: announce anyway, and again on hearing.
-            self.announce_fallback = None;
-            self.core.start(cx.now);
+        if self.core.poll_timeout().is_some_and(|t| t <= cx.now) {
+            self.core.handle_timeout(cx.now);
         }
         if let Some(rest) = &mut self.rest {
             any |= rest.poll(cx.now, cx.ports, cx.stats, &mut self.core);
@@ -208,18 +153,14 @@ impl Role for Nr {
 
     fn poll_at(&self, _now: Instant) -> Option<Instant> {
         let rest = self.rest.as_ref().and_then(Rest::poll_at);
-        [rest, self.announce_fallback].into_iter().flatten().min()
+        [rest, self.core.poll_timeout()].into_iter().flatten().min()
     }
 
     fn ingress(&mut self, cx: &mut FrameContext<'_>, port: usize, frame: &mut Vec<u8>) -> Verdict {
-        if port == self.cfg.fabric_port && self.announce_on_hearing {
-            // The port carries frames both ways now: announce the start.
-            self.announce_on_hearing = false;
-            self.announce_fallback = None;
-            self.core.start(cx.now);
+        if port == self.cfg.fabric_port && self.core.heard_fabric(cx.now) {
             self.drain(cx.out, cx.stats);
         }
-        let Some(gff) = Self::gff(frame) else {
+        let Some(gff) = gff::parse_ethernet_frame(frame) else {
             if let Err(reason) = check_frame(frame) {
                 return Verdict::Drop(reason);
             }
@@ -229,8 +170,8 @@ impl Role for Nr {
             return Verdict::Pass;
         };
         let (repr, payload) = match gff {
-            Ok(g) => g,
-            Err(reason) => return Verdict::Drop(reason),
+            Ok(g) => (g.repr, g.payload),
+            Err(e) => return Verdict::Drop(e.as_str()),
         };
         if !repr.path_id.bit(self.core.fabric().own().link_in) {
             return Verdict::Drop("nr_gff_not_for_us");

@@ -10,17 +10,15 @@
 //!
 //! Answers are JSON (`{"error": "<reason>"}` on failure).
 //!
-//! Connections are accepted through the stack's
-//! [`ListenPool`](svcroute_stack::listen::ListenPool).
+//! The server loop is the stack's [`svcroute_stack::rest::Server`], one per
+//! port; this module is the handler.
 
 use serde::Deserialize;
 use serde_json::{json, Value};
-use smoltcp::iface::SocketHandle;
-use smoltcp::socket::tcp;
 use smoltcp::time::{Duration, Instant};
 use smoltcp::wire::{IpAddress, IpListenEndpoint};
-use svcroute_stack::http::{Limits, ReceivedRequest, Response, ServerConn, ServerEvent};
-use svcroute_stack::listen::{ListenConfig, ListenPool};
+use svcroute_stack::http::{Limits, ReceivedRequest};
+use svcroute_stack::rest::{self, Count, Server};
 use svcroute_stack::runtime::PortStack;
 use svcroute_stack::stats::Counters;
 use svcroute_stack::wire::nr::{Fqdn, NsffId};
@@ -32,57 +30,49 @@ const RX: usize = 8 * 1024;
 const TX: usize = 64 * 1024;
 const IDLE: Duration = Duration::from_secs(30);
 
-#[derive(Debug)]
-struct Conn {
-    handle: SocketHandle,
-    http: ServerConn,
-    last: Instant,
-}
-
-#[derive(Debug)]
-struct PortRest {
-    pool: ListenPool,
-    conns: Vec<Conn>,
-    closing: Vec<SocketHandle>,
-}
-
 /// The REST server on every port of the node.
 #[derive(Debug)]
 pub(crate) struct Rest {
-    ports: Vec<PortRest>,
+    ports: Vec<Server>,
 }
 
 impl Rest {
     pub(crate) fn new(cfg: &NrConfig, ports: usize) -> Self {
-        let endpoint = IpListenEndpoint {
-            addr: cfg.rest_addr.map(IpAddress::from),
-            port: cfg.rest_port,
+        let server = rest::Config {
+            endpoint: IpListenEndpoint {
+                addr: cfg.rest_addr.map(IpAddress::from),
+                port: cfg.rest_port,
+            },
+            listeners: cfg.rest_listeners,
+            max_connections: cfg.rest_max_connections,
+            rx_buffer: RX,
+            tx_buffer: TX,
+            limits: Limits {
+                max_head_bytes: 8 * 1024,
+                max_body_bytes: 4 * 1024,
+                ..Limits::default()
+            },
+            idle: IDLE,
+            server: "svcroute-nr",
+            names: rest::Names {
+                connections: "rest.connections",
+                connection_limit: "rest.connection_limit",
+                requests: "rest.requests",
+                body_too_large: Count::Drop("rest_body_too_large"),
+                head_too_large: Count::Drop("rest_header_too_large"),
+                malformed: Count::Drop("rest_bad_request"),
+                respond_failed: Some(Count::Drop("rest_http_state")),
+            },
         };
         Self {
-            ports: (0..ports)
-                .map(|_| PortRest {
-                    pool: ListenPool::new(
-                        endpoint,
-                        ListenConfig {
-                            listeners: cfg.rest_listeners,
-                            max_connections: cfg.rest_max_connections,
-                            rx_buffer: RX,
-                            tx_buffer: TX,
-                            timeout: Duration::from_secs(60),
-                        },
-                        "rest.connection_limit",
-                    ),
-                    conns: Vec::new(),
-                    closing: Vec::new(),
-                })
-                .collect(),
+            ports: (0..ports).map(|_| Server::new(server)).collect(),
         }
     }
 
     /// Note a TCP SYN to the REST port on `port` before smoltcp sees it.
     pub(crate) fn saw_syn(&mut self, port: usize, frame: &[u8]) {
         if let Some(p) = self.ports.get_mut(port) {
-            p.pool.note_frame(frame);
+            p.note_frame(frame);
         }
     }
 
@@ -95,86 +85,15 @@ impl Rest {
         core: &mut NrCore,
     ) -> bool {
         let mut any = false;
-        for (pr, stack) in self.ports.iter_mut().zip(stacks.iter_mut()) {
-            let sockets = &mut stack.sockets;
-            for handle in pr.pool.accept(sockets, stats) {
-                stats.bump("rest.connections");
-                pr.conns.push(Conn {
-                    handle,
-                    http: ServerConn::new(Limits {
-                        max_head_bytes: 8 * 1024,
-                        max_body_bytes: 4 * 1024,
-                        ..Limits::default()
-                    }),
-                    last: now,
+        for (server, stack) in self.ports.iter_mut().zip(stacks.iter_mut()) {
+            any |= server.poll(now, &mut stack.sockets, stats, |req, stats| {
+                let (status, body) = answer(req, now, core);
+                stats.bump(match status {
+                    200..=299 => "rest.status_2xx",
+                    400..=499 => "rest.status_4xx",
+                    _ => "rest.status_5xx",
                 });
-                any = true;
-            }
-            let mut i = 0;
-            while i < pr.conns.len() {
-                let c = &mut pr.conns[i];
-                let sock = sockets.get_mut::<tcp::Socket>(c.handle);
-                let mut closed = false;
-                loop {
-                    match c.http.poll(sock) {
-                        ServerEvent::Request(req) => {
-                            any = true;
-                            c.last = now;
-                            stats.bump("rest.requests");
-                            let (status, body) = answer(&req, now, core);
-                            stats.bump(match status {
-                                200..=299 => "rest.status_2xx",
-                                400..=499 => "rest.status_4xx",
-                                _ => "rest.status_5xx",
-                            });
-                            let mut resp = Response::new(status)
-                                .with_header("Server", "svcroute-nr")
-                                .with_header("Content-Type", "application/json");
-                            if status != 204 {
-                                let mut b = body.to_string().into_bytes();
-                                b.push(b'\n');
-                                resp = resp.with_body(b);
-                            }
-                            if c.http.respond(resp).is_err() {
-                                stats.drop("rest_http_state");
-                                closed = true;
-                                break;
-                            }
-                        }
-                        ServerEvent::Error(e) => {
-                            any = true;
-                            stats.drop(match e.status() {
-                                413 => "rest_body_too_large",
-                                431 => "rest_header_too_large",
-                                _ => "rest_bad_request",
-                            });
-                        }
-                        ServerEvent::Idle => break,
-                        ServerEvent::Closed => {
-                            any = true;
-                            closed = true;
-                            break;
-                        }
-                    }
-                }
-                let idle = now - c.last > IDLE;
-                if closed || idle {
-                    if idle {
-                        sock.close();
-                    }
-                    pr.closing.push(c.handle);
-                    pr.conns.swap_remove(i);
-                    pr.pool.release();
-                    continue;
-                }
-                i += 1;
-            }
-            pr.closing.retain(|&h| {
-                if sockets.get::<tcp::Socket>(h).is_open() {
-                    return true;
-                }
-                sockets.remove(h);
-                false
+                (status, body)
             });
         }
         any
@@ -182,10 +101,7 @@ impl Rest {
 
     /// When idle connections must next be looked at.
     pub(crate) fn poll_at(&self) -> Option<Instant> {
-        self.ports
-            .iter()
-            .flat_map(|p| p.conns.iter().map(|c| c.last + IDLE))
-            .min()
+        self.ports.iter().filter_map(Server::poll_at).min()
     }
 }
 

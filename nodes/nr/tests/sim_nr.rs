@@ -19,9 +19,9 @@ use svcroute_nr::config::{AttachConfig, LinkConfig, NsffAttachConfig};
 use svcroute_nr::core::{path_request, registration};
 use svcroute_nr::driver::{gff_frame, ANNOUNCE_FALLBACK};
 use svcroute_nr::{Nr, NrConfig};
-use svcroute_stack::phy::sim::{SegmentConfig, Sim};
 use svcroute_stack::runtime::{Context, FrameContext, Role};
 use svcroute_stack::shim::{Direction, Verdict};
+use svcroute_stack::sim::{SegmentConfig, Sim};
 use svcroute_stack::wire::gff::{self, MessageType, PathId};
 use svcroute_stack::wire::nr::{Fqdn, NsffId, Repr, UpdateKind, ALL_NSFFS};
 

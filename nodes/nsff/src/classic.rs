@@ -1,3 +1,4 @@
+// Over 800 lines: the classic SFF's pipeline (decap, TTL, lookup, encap) is one pure function over bytes with its three encapsulations; the nNLM and the MAC wait sit beside it.
 //! The classic SFF (SPEC §1.4 "classic next hops"; RFC 8300 §4, RFC 8677's
 //! backward-compatible mode): NSH packets in, looked up in the nNLM by
 //! (SPI, SI), out toward the row's next hop in the row's transport

@@ -143,6 +143,21 @@ pub struct NsffConfig {
     pub nnlm: Vec<NnlmRowConfig>,
     /// The classic SFF (`[nsff.classic]`).
     pub classic: ClassicConfig,
+    /// Pre-shared fabric keys (`[[nsff.key]]`, as `[[nr.key]]`; SPEC §0):
+    /// when any is set, registrations, path requests and transport packets
+    /// go sealed with the first (auth tag and sequence number), and path
+    /// responses, path updates and transport packets must arrive sealed,
+    /// fresh and from the NR (NR messages), else they are dropped and
+    /// counted. Default none.
+    #[serde(rename = "key", skip_serializing_if = "Vec::is_empty")]
+    pub keys: Vec<svcroute_stack::wire::auth::KeyConfig>,
+    /// With keys: a sealed message whose sequence number is older (or
+    /// further ahead) than this many seconds is dropped. Default 60.
+    pub replay_max_age_s: u64,
+    /// The wall clock at the node's monotonic time 0, µs since the UNIX
+    /// epoch (not a config key: the binary reads it at start).
+    #[serde(skip)]
+    pub epoch_us: u64,
 }
 
 impl Default for NsffConfig {
@@ -177,6 +192,9 @@ impl Default for NsffConfig {
             cache: CacheConfig::default(),
             nnlm: Vec::new(),
             classic: ClassicConfig::default(),
+            keys: Vec::new(),
+            replay_max_age_s: svcroute_stack::wire::auth::DEFAULT_MAX_AGE_S,
+            epoch_us: 0,
         }
     }
 }
@@ -187,6 +205,9 @@ pub enum ConfigError {
     /// `nsff_id` is 255.
     #[error("nsff.nsff_id must be 0..=254")]
     NsffId,
+    /// A `[[nsff.key]]` is unusable.
+    #[error("[[nsff.key]] id {0}: empty secret, bad hex, or key ID used twice")]
+    BadKey(u8),
     /// An SF name is not a canonical FQDN.
     #[error("nsff.sf: bad fqdn {0:?}")]
     Fqdn(String),
@@ -246,6 +267,7 @@ impl NsffConfig {
     /// Check every setting.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.id()?;
+        self.key_pairs()?;
         self.sfs()?;
         if self.listeners == 0
             || self.max_clients == 0
@@ -343,7 +365,12 @@ impl NsffConfig {
         )))
     }
 
-    /// The nSFF ID.
+    /// The `[[nsff.key]]`s as (ID, secret).
+    pub fn key_pairs(&self) -> Result<Vec<(u8, Vec<u8>)>, ConfigError> {
+        svcroute_stack::wire::auth::KeyConfig::pairs(&self.keys).map_err(ConfigError::BadKey)
+    }
+
+    /// This nSFF's ID.
     pub fn id(&self) -> Result<NsffId, ConfigError> {
         NsffId::new(self.nsff_id).ok_or(ConfigError::NsffId)
     }

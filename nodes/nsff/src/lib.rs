@@ -1,10 +1,13 @@
 //! The nsff role (RFC 8677 name-based SFC; SPEC §1): the name-based service
 //! function forwarder.
 //!
-//! Being written. The HTTP proxy ([`node`]) drives two sans-IO parts:
+//! Where things live: [`driver`] holds [`Nsff`], the `Role` glue that runs
+//! the sans-IO HTTP proxy [`core::Proxy`] on the node's smoltcp sockets;
+//! [`config`] is the node file's `[nsff]`. The proxy drives two sans-IO
+//! parts of its own:
 //!
 //! ```text
-//!   node::Nsff (HTTP) ──► transport::Endpoint ──► GFF data / NACK over pathIDs
+//!   core::Proxy (HTTP) ──► transport::Endpoint ──► GFF data / NACK over pathIDs
 //!          │                      ▲
 //!          └── cache::PathCache ──┘ FQDN → (forward, reverse, serving nSFF),
 //!                 │                   path requests to the NR, path updates flush
@@ -13,12 +16,15 @@
 //!
 //! - [`transport`]: the nSFF-to-nSFF reliable transport (SPEC §1.3).
 //! - [`cache`]: the FQDN → pathID cache with pending resolutions (SPEC §1.2).
-//! - [`node`]: the [`Nsff`] role: HTTP proxy by `Host` name (or explicit
-//!   proxy target) over the transport, local SFs with health checks, NR
-//!   registration ([`config`]: `[nsff]`).
+//! - [`core`]: the HTTP proxy by `Host` name (or explicit proxy target)
+//!   over the transport, local SFs with health checks, NR registration, in
+//!   rooms (client side, SF connections, egress, TLS passthrough, local
+//!   SFs) and one map of refusals to HTTP statuses and TLS alerts.
+//! - [`driver`]: the [`Nsff`] role: sockets, pools, REST server, GFF in,
+//!   classic SFF and transparent interception on the node's ports.
 //! - [`tls`]: the SNI of a TLS ClientHello, for TLS passthrough on
 //!   `https_port` (one transaction per TCP session, bytes relayed
-//!   unmodified both ways; see `node`).
+//!   unmodified both ways; see [`core::passthrough`]).
 //! - [`classic`]: the classic SFF beside it (SPEC §1.4 classic next hops):
 //!   NSH over Ethernet, GRE or VXLAN-GPE in, nNLM lookup by (SPI, SI), TTL
 //!   decremented, re-encapsulated toward the row's next hop
@@ -45,9 +51,9 @@
 pub mod cache;
 pub mod classic;
 pub mod config;
+pub mod core;
+pub mod driver;
 pub mod health;
-pub mod node;
-mod relay;
 pub mod rest;
 pub mod sfc;
 pub mod store;
@@ -56,4 +62,4 @@ pub mod transparent;
 pub mod transport;
 
 pub use config::{NnlmRowConfig, NsffConfig, SfConfig};
-pub use node::Nsff;
+pub use driver::Nsff;

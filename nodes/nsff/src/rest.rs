@@ -15,18 +15,17 @@
 //! when one field of the body is to blame.
 //!
 //! [`parse`] turns a request into an [`Op`] (pure, tested below);
-//! [`SfRest`] is the small server on the node's smoltcp stack that the
-//! node drives, modelled on the NR's orchestration REST.
+//! [`SfRest`] is the stack's REST server ([`svcroute_stack::rest`], the
+//! NR's too) with the nSFF's bounds and counter names.
 
 use std::net::IpAddr;
 
 use serde_json::{json, Map, Value};
-use smoltcp::iface::{SocketHandle, SocketSet};
-use smoltcp::socket::tcp;
+use smoltcp::iface::SocketSet;
 use smoltcp::time::{Duration, Instant};
 use smoltcp::wire::IpListenEndpoint;
-use svcroute_stack::http::{Limits, ReceivedRequest, Response, ServerConn, ServerEvent};
-use svcroute_stack::listen::{ListenConfig, ListenPool};
+use svcroute_stack::http::{Limits, ReceivedRequest};
+use svcroute_stack::rest::{self, Count, Server};
 use svcroute_stack::stats::Counters;
 use svcroute_stack::wire::nr::Fqdn;
 
@@ -199,44 +198,46 @@ fn port_field(m: &Map<String, Value>, key: &'static str, default: u16) -> Result
     }
 }
 
-#[derive(Debug)]
-struct Conn {
-    handle: SocketHandle,
-    http: ServerConn,
-    last: Instant,
-}
-
-/// The REST server on one port's stack.
+/// The REST server on one port's stack: the stack's
+/// [`svcroute_stack::rest::Server`] with the nSFF's bounds and names.
 #[derive(Debug)]
 pub struct SfRest {
-    pool: ListenPool,
-    conns: Vec<Conn>,
-    closing: Vec<SocketHandle>,
+    server: Server,
 }
 
 impl SfRest {
     /// A server for TCP `port` (any of the stack's addresses).
     pub fn new(port: u16) -> Self {
         Self {
-            pool: ListenPool::new(
-                IpListenEndpoint { addr: None, port },
-                ListenConfig {
-                    listeners: LISTENERS,
-                    max_connections: MAX_CONNECTIONS,
-                    rx_buffer: RX,
-                    tx_buffer: TX,
-                    timeout: Duration::from_secs(60),
+            server: Server::new(rest::Config {
+                endpoint: IpListenEndpoint { addr: None, port },
+                listeners: LISTENERS,
+                max_connections: MAX_CONNECTIONS,
+                rx_buffer: RX,
+                tx_buffer: TX,
+                limits: Limits {
+                    max_head_bytes: MAX_HEAD,
+                    max_body_bytes: MAX_BODY,
+                    ..Limits::default()
                 },
-                "nsff.rest_connection_limit",
-            ),
-            conns: Vec::new(),
-            closing: Vec::new(),
+                idle: IDLE,
+                server: "svcroute-nsff",
+                names: rest::Names {
+                    connections: "nsff.rest_connections",
+                    connection_limit: "nsff.rest_connection_limit",
+                    requests: "nsff.rest_requests",
+                    body_too_large: Count::Bump("nsff.rest_body_too_large"),
+                    head_too_large: Count::Bump("nsff.rest_head_too_large"),
+                    malformed: Count::Bump("nsff.rest_malformed"),
+                    respond_failed: None,
+                },
+            }),
         }
     }
 
     /// Note a frame received on the port (SYNs arm more listeners).
     pub fn note_frame(&mut self, frame: &[u8]) {
-        self.pool.note_frame(frame);
+        self.server.note_frame(frame);
     }
 
     /// Accept, serve and reap connections; `apply` answers each parsed
@@ -248,86 +249,14 @@ impl SfRest {
         stats: &mut Counters,
         mut apply: impl FnMut(Op, &mut Counters) -> Result<(u16, Value), RestError>,
     ) -> bool {
-        let mut any = false;
-        for handle in self.pool.accept(sockets, stats) {
-            stats.bump("nsff.rest_connections");
-            self.conns.push(Conn {
-                handle,
-                http: ServerConn::new(Limits {
-                    max_head_bytes: MAX_HEAD,
-                    max_body_bytes: MAX_BODY,
-                    ..Limits::default()
-                }),
-                last: now,
-            });
-            any = true;
-        }
-        let mut i = 0;
-        while i < self.conns.len() {
-            let c = &mut self.conns[i];
-            let sock = sockets.get_mut::<tcp::Socket>(c.handle);
-            let mut closed = false;
-            loop {
-                match c.http.poll(sock) {
-                    ServerEvent::Request(req) => {
-                        any = true;
-                        c.last = now;
-                        stats.bump("nsff.rest_requests");
-                        let (status, body) = answer(&req, stats, &mut apply);
-                        let mut resp = Response::new(status)
-                            .with_header("Server", "svcroute-nsff")
-                            .with_header("Content-Type", "application/json");
-                        if status != 204 {
-                            let mut b = body.to_string().into_bytes();
-                            b.push(b'\n');
-                            resp = resp.with_body(b);
-                        }
-                        if c.http.respond(resp).is_err() {
-                            closed = true;
-                            break;
-                        }
-                    }
-                    ServerEvent::Error(e) => {
-                        any = true;
-                        stats.bump(match e.status() {
-                            413 => "nsff.rest_body_too_large",
-                            431 => "nsff.rest_head_too_large",
-                            _ => "nsff.rest_malformed",
-                        });
-                    }
-                    ServerEvent::Idle => break,
-                    ServerEvent::Closed => {
-                        any = true;
-                        closed = true;
-                        break;
-                    }
-                }
-            }
-            let idle = now - c.last > IDLE;
-            if closed || idle {
-                if idle {
-                    sock.close();
-                }
-                self.closing.push(c.handle);
-                self.conns.swap_remove(i);
-                self.pool.release();
-                continue;
-            }
-            i += 1;
-        }
-        self.closing.retain(|&h| {
-            if sockets.get::<tcp::Socket>(h).is_open() {
-                return true;
-            }
-            sockets.remove(h);
-            false
-        });
-        any
+        self.server.poll(now, sockets, stats, |req, stats| {
+            answer(req, stats, &mut apply)
+        })
     }
 
     /// When idle connections must next be looked at.
     pub fn poll_at(&self) -> Option<Instant> {
-        self.conns.iter().map(|c| c.last + IDLE).min()
+        self.server.poll_at()
     }
 }
 

@@ -18,6 +18,9 @@
 //! {"version": 1, "sfs": [{"fqdn": "www.kern.example", "addr": "10.0.3.20", "port": 80, "tls_port": 443}]}
 //! ```
 
+// The persistence module: the state file itself.
+#![allow(clippy::disallowed_types, clippy::disallowed_methods)]
+
 use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -145,6 +148,20 @@ impl SfStore {
         let mut name = self.path.file_name().unwrap_or_default().to_os_string();
         name.push(".tmp");
         self.path.with_file_name(name)
+    }
+}
+
+impl crate::core::Persist for SfStore {
+    fn load(&self) -> Result<Vec<SfConfig>, String> {
+        Self::load(self).map_err(|e| e.to_string())
+    }
+
+    fn save(&self, sfs: &[SfConfig]) -> Result<(), String> {
+        Self::save(self, sfs).map_err(|e| e.to_string())
+    }
+
+    fn name(&self) -> String {
+        self.path.display().to_string()
     }
 }
 

@@ -1,3 +1,4 @@
+// Over 800 lines: one transaction state machine (send window, NACKs, RTO, reassembly) and the endpoint that owns them; its tests are in transport/tests.rs.
 //! The nSFF-to-nSFF reliable transport (RFC 8677 §6.1.2, Figures 10 and 11;
 //! SPEC §1.3): transactions of bytes carried in GFF types 1 (data) and 2
 //! (NACK) over pathIDs, sans-IO.
@@ -114,6 +115,12 @@ pub struct TransportConfig {
     /// Recently closed transaction IDs remembered so that a late OPEN
     /// duplicate does not start a transaction twice. Default 16384.
     pub closed_memory: usize,
+    /// An egress transaction whose application has not said its request
+    /// head is complete ([`Endpoint::head_complete`]) within this long
+    /// fails (`FailReason::HeadTimeout`), ms; 0: no deadline. Default
+    /// 10000. Such transactions are also the ones evicted, oldest of the
+    /// origin holding the most first, when an OPEN arrives at `max_txns`.
+    pub head_timeout_ms: u64,
 }
 
 impl Default for TransportConfig {
@@ -133,6 +140,7 @@ impl Default for TransportConfig {
             idle_timeout_ms: 60_000,
             linger_ms: 5000,
             closed_memory: 16384,
+            head_timeout_ms: 10_000,
         }
     }
 }
@@ -270,6 +278,11 @@ pub enum FailReason {
     Idle,
     /// Sequence numbers ran out (a 5 TB direction).
     SeqExhausted,
+    /// Egress: no complete request head within `head_timeout_ms`.
+    HeadTimeout,
+    /// Egress: its head still incomplete, evicted to let a new OPEN in at
+    /// `max_txns`.
+    Evicted,
 }
 
 impl FailReason {
@@ -279,6 +292,8 @@ impl FailReason {
             Self::Timeout => "timeout",
             Self::Idle => "idle",
             Self::SeqExhausted => "seq_exhausted",
+            Self::HeadTimeout => "head_timeout",
+            Self::Evicted => "evicted",
         }
     }
 }
@@ -416,6 +431,11 @@ pub struct Stats {
     pub stale_acks: u64,
     /// NACKed packets not resent because they were just sent.
     pub nack_suppressed: u64,
+    /// Egress transactions evicted (head incomplete) to let an OPEN in at
+    /// `max_txns`.
+    pub evicted: u64,
+    /// Egress transactions failed for no complete head in time.
+    pub head_timeouts: u64,
 }
 
 /// Which end of a transaction we are.
@@ -443,6 +463,8 @@ pub struct Endpoint {
     lingering: VecDeque<Txn>,
     closed: VecDeque<Txn>,
     closed_set: HashSet<Txn>,
+    /// Egress heads are tracked ([`Endpoint::track_heads`]).
+    track_heads: bool,
     transmits: VecDeque<Transmit>,
     events: VecDeque<Event>,
     stats: Stats,
@@ -467,6 +489,7 @@ impl Endpoint {
             lingering: VecDeque::new(),
             closed: VecDeque::new(),
             closed_set: HashSet::new(),
+            track_heads: false,
             transmits: VecDeque::new(),
             events: VecDeque::new(),
             stats: Stats::default(),
@@ -657,6 +680,59 @@ impl Endpoint {
         self.remove(txn);
     }
 
+    /// Track the request heads of egress transactions (an application that
+    /// calls [`Endpoint::head_complete`]): from now, an egress transaction
+    /// whose head is not complete within `head_timeout_ms` fails, and an
+    /// OPEN at `max_txns` evicts the oldest such transaction of the origin
+    /// holding the most of them instead of being refused.
+    pub fn track_heads(&mut self, on: bool) {
+        self.track_heads = on;
+    }
+
+    /// The application has the complete request head of egress
+    /// transaction `txn` (or knows what it carries): it is no longer
+    /// subject to `head_timeout_ms` nor evicted under pressure.
+    pub fn head_complete(&mut self, txn: Txn) {
+        if let Some(c) = self.txns.get_mut(&txn) {
+            if c.pending_head.take().is_some() {
+                self.rearm(txn);
+            }
+        }
+    }
+
+    /// At `max_txns`: fail the oldest egress transaction whose head is
+    /// still incomplete, of the origin that holds the most of them
+    /// (fairness: one origin's flood evicts its own first). Whether one was.
+    fn evict_one(&mut self) -> bool {
+        let mut per_origin: BTreeMap<NsffId, usize> = BTreeMap::new();
+        for c in self.txns.values() {
+            if let Some((o, _, _)) = c.pending_head {
+                *per_origin.entry(o).or_default() += 1;
+            }
+        }
+        let Some((&origin, _)) = per_origin
+            .iter()
+            .max_by_key(|&(o, n)| (*n, std::cmp::Reverse(*o)))
+        else {
+            return false;
+        };
+        let victim = self
+            .txns
+            .iter()
+            .filter_map(|(t, c)| match c.pending_head {
+                Some((o, at, _)) if o == origin => Some((at, *t)),
+                _ => None,
+            })
+            .min()
+            .map(|(_, t)| t);
+        let Some(txn) = victim else {
+            return false;
+        };
+        self.stats.evicted += 1;
+        self.fail(txn, FailReason::Evicted);
+        true
+    }
+
     /// Handle a GFF packet of type `msg_type` that arrived over `path`.
     pub fn handle_packet(
         &mut self,
@@ -703,6 +779,14 @@ impl Endpoint {
             }
             if now >= c.last_rx + TransportConfig::ms(self.cfg.idle_timeout_ms) {
                 self.fail(txn, FailReason::Idle);
+                return;
+            }
+            if c.pending_head
+                .and_then(|(_, _, d)| d)
+                .is_some_and(|d| d <= now)
+            {
+                self.stats.head_timeouts += 1;
+                self.fail(txn, FailReason::HeadTimeout);
                 return;
             }
             if c.send.rto_at.is_some_and(|t| t <= now) {
@@ -809,7 +893,7 @@ impl Endpoint {
                 self.stats.late_opens += 1;
                 return Err(PacketError::UnknownTxn);
             }
-            if self.active >= self.cfg.max_txns {
+            if self.active >= self.cfg.max_txns && !(self.track_heads && self.evict_one()) {
                 self.stats.refused += 1;
                 return Err(PacketError::Refused);
             }
@@ -817,7 +901,12 @@ impl Endpoint {
                 origin: self.id,
                 reverse: path,
             };
-            let conn = Conn::new(&self.cfg, Side::Egress, open.reverse, reply, now);
+            let mut conn = Conn::new(&self.cfg, Side::Egress, open.reverse, reply, now);
+            let head_deadline = (self.cfg.head_timeout_ms != 0)
+                .then(|| now + TransportConfig::ms(self.cfg.head_timeout_ms));
+            if self.track_heads {
+                conn.pending_head = Some((open.origin, now, head_deadline));
+            }
             self.txns.insert(txn, conn);
             self.active += 1;
             self.stats.accepted += 1;
@@ -995,6 +1084,9 @@ struct Conn {
     phase: Phase,
     /// The deadline this transaction has in [`Endpoint::timers`].
     armed: Option<Instant>,
+    /// Egress, request head not complete yet: (origin, opened at, head
+    /// deadline if any). `None` once [`Endpoint::head_complete`].
+    pending_head: Option<(NsffId, Instant, Option<Instant>)>,
 }
 
 #[derive(Debug)]
@@ -1100,6 +1192,7 @@ impl Conn {
             last_rx: now,
             phase: Phase::Active,
             armed: None,
+            pending_head: None,
         }
     }
 
@@ -1108,7 +1201,8 @@ impl Conn {
             return Some(until);
         }
         let idle = self.last_rx + TransportConfig::ms(cfg.idle_timeout_ms);
-        [self.send.rto_at, self.recv.timer_at, Some(idle)]
+        let head = self.pending_head.and_then(|(_, _, d)| d);
+        [self.send.rto_at, self.recv.timer_at, Some(idle), head]
             .into_iter()
             .flatten()
             .min()

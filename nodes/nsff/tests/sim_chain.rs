@@ -26,9 +26,9 @@ use svcroute_nr::config::{AttachConfig, LinkConfig, NsffAttachConfig};
 use svcroute_nr::{Nr, NrConfig};
 use svcroute_nsff::cache::{CacheConfig, StaticRoute};
 use svcroute_nsff::{Nsff, NsffConfig, SfConfig};
-use svcroute_stack::phy::sim::{self, NodeId, SegmentConfig, SegmentId, Sim, SimLink, SimPort};
 use svcroute_stack::phy::Link;
 use svcroute_stack::runtime::{Node, PortConfig};
+use svcroute_stack::sim::{self, NodeId, SegmentConfig, SegmentId, Sim, SimLink, SimPort};
 use svcroute_stack::wire::nr::NsffId;
 
 fn nr_config() -> NrConfig {

@@ -32,8 +32,8 @@ use svcroute_nr::{Nr, NrConfig};
 use svcroute_nsff::sfc::{edit_head, head_len, NshHeader, RuleConfig};
 use svcroute_nsff::{NnlmRowConfig, Nsff, NsffConfig, SfConfig};
 use svcroute_stack::http::{Decoded, Limits, RequestDecoder, ResponseDecoder};
-use svcroute_stack::phy::sim::{self, NodeId, SegmentConfig, SegmentId, Sim, SimLink};
 use svcroute_stack::runtime::{Context, Node, PortConfig, Role};
+use svcroute_stack::sim::{self, NodeId, SegmentConfig, SegmentId, Sim, SimLink};
 
 fn nr_config() -> NrConfig {
     let attach = |nsff, at: &str, link_in, link_out| NsffAttachConfig {

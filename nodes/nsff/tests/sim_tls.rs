@@ -22,8 +22,8 @@ use svcroute_fwd::{Fwd, FwdConfig};
 use svcroute_nr::config::{AttachConfig, LinkConfig, NsffAttachConfig};
 use svcroute_nr::{Nr, NrConfig};
 use svcroute_nsff::{Nsff, NsffConfig, SfConfig};
-use svcroute_stack::phy::sim::{self, NodeId, SegmentConfig, SegmentId, Sim, SimLink};
 use svcroute_stack::runtime::{Context, Node, PortConfig, Role};
+use svcroute_stack::sim::{self, NodeId, SegmentConfig, SegmentId, Sim, SimLink};
 
 /// The alert nSFF1 answers an unknown name with (fatal, unrecognized_name).
 const UNRECOGNIZED_NAME: [u8; 7] = [0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x70];

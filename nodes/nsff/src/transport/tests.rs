@@ -1249,3 +1249,78 @@ fn timers_do_not_walk_lingering_transactions() {
     assert!(a.is_empty());
     assert_eq!(a.poll_timeout(), None);
 }
+
+/// Issue 12: a flood of OPENs whose heads never finish does not lock a
+/// tracking egress out. At `max_txns` a new OPEN evicts the oldest
+/// unfinished transaction of the origin holding the most (counted,
+/// `Failed { Evicted }`); a transaction whose head completed is never
+/// evicted; unfinished ones fail after `head_timeout_ms`.
+#[test]
+fn unfinished_heads_are_evicted_under_pressure_and_time_out() {
+    let cfg = TransportConfig {
+        max_txns: 4,
+        ..cfg()
+    };
+    let now = t0();
+    let mut b = ep(B, &cfg);
+    b.track_heads(true);
+    let mut flood = ep(7, &TransportConfig::default());
+    let mut legit = ep(3, &TransportConfig::default());
+    let open_from = |e: &mut Endpoint, b: &mut Endpoint, at: Instant| {
+        let txn = e.open(at, p_ab(), p_ba()).unwrap();
+        e.send(at, txn, b"GET / HT").unwrap();
+        let t = drain(e).remove(0);
+        (txn, b.handle_packet(at, t.path, t.msg_type, &t.payload))
+    };
+    // One legitimate transaction whose head completed, then the flood.
+    let (first, r) = open_from(&mut legit, &mut b, now);
+    assert!(r.is_ok());
+    b.head_complete(first);
+    let mut flooded = Vec::new();
+    for i in 0..3 {
+        let (t, r) = open_from(&mut flood, &mut b, now + Duration::from_millis(i));
+        assert!(r.is_ok());
+        flooded.push(t);
+    }
+    events(&mut b);
+    // Full: more flood OPENs evict the flood's own oldest, not `first`.
+    for i in 0..10 {
+        let (_, r) = open_from(&mut flood, &mut b, now + Duration::from_millis(10 + i));
+        assert!(r.is_ok(), "{i}: {r:?}");
+    }
+    assert_eq!(b.stats().evicted, 10);
+    assert_eq!(b.stats().refused, 0);
+    let failed: Vec<Event> = events(&mut b)
+        .into_iter()
+        .filter(|e| matches!(e, Event::Failed { .. }))
+        .collect();
+    assert_eq!(failed.len(), 10);
+    assert!(failed
+        .iter()
+        .all(|e| matches!(e, Event::Failed { reason: FailReason::Evicted, txn } if *txn != first)));
+    assert!(failed.contains(&Event::Failed {
+        txn: flooded[0],
+        reason: FailReason::Evicted
+    }));
+    // A legitimate OPEN during the flood gets in.
+    let (second, r) = open_from(&mut legit, &mut b, now + Duration::from_millis(50));
+    assert!(r.is_ok(), "{r:?}");
+    b.head_complete(second);
+    // Unfinished heads time out; completed ones stay.
+    b.handle_timeout(now + Duration::from_millis(10_100));
+    let timed_out = events(&mut b)
+        .into_iter()
+        .filter(|e| {
+            matches!(
+                e,
+                Event::Failed {
+                    reason: FailReason::HeadTimeout,
+                    ..
+                }
+            )
+        })
+        .count();
+    assert_eq!(timed_out, 2);
+    assert_eq!(b.stats().head_timeouts, 2);
+    assert_eq!(b.len(), 2, "first and second remain");
+}

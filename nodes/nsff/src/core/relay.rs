@@ -14,12 +14,10 @@
 //! [`Pipe::cut`] pipe has no `b` any more: what `a` still sends is dropped,
 //! `ba` holds at most an alert, and `a` is finished after it.
 
-use smoltcp::iface::SocketHandle;
-use smoltcp::socket::tcp;
 use smoltcp::time::Instant;
-use svcroute_stack::runtime::PortStack;
 use svcroute_stack::wire::nsff::Txn;
 
+use super::io::{ConnId, Conns, TcpState};
 use crate::transport::Endpoint;
 
 /// Bytes read per call.
@@ -28,13 +26,8 @@ const CHUNK: usize = 16 * 1024;
 /// One end of a relay.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum End {
-    /// A TCP connection on node port `port`.
-    Tcp {
-        /// The port index.
-        port: usize,
-        /// The socket.
-        sock: SocketHandle,
-    },
+    /// A TCP connection.
+    Tcp(ConnId),
     /// A transport transaction.
     Txn(Txn),
 }
@@ -101,13 +94,13 @@ impl Pipe {
     pub(crate) fn pump(
         &mut self,
         now: Instant,
-        ports: &mut [PortStack],
+        io: &mut impl Conns,
         ep: &mut Endpoint,
         limit: usize,
     ) -> Result<bool, Side> {
         let mut any = false;
         if !self.a_eof {
-            match read(self.a, now, ports, ep, &mut self.ab, limit) {
+            match read(self.a, now, io, ep, &mut self.ab, limit) {
                 Got::Data => any = true,
                 Got::Eof => {
                     self.a_eof = true;
@@ -122,17 +115,17 @@ impl Pipe {
         }
         if let Some(b) = self.b {
             if !self.ab.is_empty() {
-                let n = write(b, now, ports, ep, &self.ab).map_err(|()| Side::B)?;
+                let n = write(b, now, io, ep, &self.ab).map_err(|()| Side::B)?;
                 self.ab.drain(..n);
                 self.ab_bytes += n as u64;
                 any |= n > 0;
             }
-            if self.a_eof && self.ab.is_empty() && !self.b_fin && finish(b, now, ports, ep) {
+            if self.a_eof && self.ab.is_empty() && !self.b_fin && finish(b, now, io, ep) {
                 self.b_fin = true;
                 any = true;
             }
             if !self.b_eof {
-                match read(b, now, ports, ep, &mut self.ba, limit) {
+                match read(b, now, io, ep, &mut self.ba, limit) {
                     Got::Data => any = true,
                     Got::Eof => {
                         self.b_eof = true;
@@ -144,12 +137,12 @@ impl Pipe {
             }
         }
         if !self.ba.is_empty() && !self.a_fin {
-            let n = write(self.a, now, ports, ep, &self.ba).map_err(|()| Side::A)?;
+            let n = write(self.a, now, io, ep, &self.ba).map_err(|()| Side::A)?;
             self.ba.drain(..n);
             self.ba_bytes += n as u64;
             any |= n > 0;
         }
-        if self.b_eof && self.ba.is_empty() && !self.a_fin && finish(self.a, now, ports, ep) {
+        if self.b_eof && self.ba.is_empty() && !self.a_fin && finish(self.a, now, io, ep) {
             self.a_fin = true;
             any = true;
         }
@@ -189,7 +182,7 @@ impl Pipe {
 fn read(
     end: End,
     now: Instant,
-    ports: &mut [PortStack],
+    io: &mut impl Conns,
     ep: &mut Endpoint,
     buf: &mut Vec<u8>,
     limit: usize,
@@ -197,28 +190,21 @@ fn read(
     let mut got = Got::Nothing;
     let mut tmp = [0u8; CHUNK];
     match end {
-        End::Tcp { port, sock } => {
-            let Some(ps) = ports.get_mut(port) else {
-                return Got::Failed;
-            };
-            let s = ps.sockets.get_mut::<tcp::Socket>(sock);
-            while buf.len() < limit && s.can_recv() {
+        End::Tcp(c) => {
+            while buf.len() < limit && io.can_recv(c) {
                 let room = (limit - buf.len()).min(CHUNK);
-                match s.recv_slice(&mut tmp[..room]) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => {
-                        buf.extend_from_slice(&tmp[..n]);
-                        got = Got::Data;
-                    }
+                match io.recv(c, room, buf) {
+                    Some(0) | None => break,
+                    Some(_) => got = Got::Data,
                 }
             }
-            if matches!(got, Got::Nothing) && !s.can_recv() {
-                return match s.state() {
-                    tcp::State::CloseWait
-                    | tcp::State::LastAck
-                    | tcp::State::Closing
-                    | tcp::State::TimeWait => Got::Eof,
-                    tcp::State::Closed => Got::Failed,
+            if matches!(got, Got::Nothing) && !io.can_recv(c) {
+                return match io.state(c) {
+                    TcpState::CloseWait
+                    | TcpState::LastAck
+                    | TcpState::Closing
+                    | TcpState::TimeWait => Got::Eof,
+                    TcpState::Closed => Got::Failed,
                     _ => Got::Nothing,
                 };
             }
@@ -251,21 +237,19 @@ fn read(
 fn write(
     end: End,
     now: Instant,
-    ports: &mut [PortStack],
+    io: &mut impl Conns,
     ep: &mut Endpoint,
     data: &[u8],
 ) -> Result<usize, ()> {
     match end {
-        End::Tcp { port, sock } => {
-            let ps = ports.get_mut(port).ok_or(())?;
-            let s = ps.sockets.get_mut::<tcp::Socket>(sock);
-            if s.state() == tcp::State::Closed {
+        End::Tcp(c) => {
+            if io.state(c) == TcpState::Closed {
                 return Err(());
             }
-            if !s.can_send() {
+            if !io.can_send(c) {
                 return Ok(0);
             }
-            s.send_slice(data).map_err(|_| ())
+            io.send(c, data).ok_or(())
         }
         End::Txn(txn) => ep.send(now, txn, data).map_err(|_| ()),
     }
@@ -273,20 +257,16 @@ fn write(
 
 /// End our direction toward `end`; `false` if it cannot be done yet (a
 /// connection still being set up: closing it now would abort it).
-fn finish(end: End, now: Instant, ports: &mut [PortStack], ep: &mut Endpoint) -> bool {
+fn finish(end: End, now: Instant, io: &mut impl Conns, ep: &mut Endpoint) -> bool {
     match end {
-        End::Tcp { port, sock } => {
-            let Some(ps) = ports.get_mut(port) else {
-                return true;
-            };
-            let s = ps.sockets.get_mut::<tcp::Socket>(sock);
+        End::Tcp(c) => {
             if matches!(
-                s.state(),
-                tcp::State::Listen | tcp::State::SynSent | tcp::State::SynReceived
+                io.state(c),
+                TcpState::Listen | TcpState::SynSent | TcpState::SynReceived
             ) {
                 return false;
             }
-            s.close();
+            io.close(c);
             true
         }
         End::Txn(txn) => {
