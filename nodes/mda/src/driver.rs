@@ -15,7 +15,6 @@ use std::collections::{BTreeMap, VecDeque};
 use std::io;
 use std::rc::Rc;
 
-use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use smoltcp::iface::SocketHandle;
 use smoltcp::socket::{tcp, udp};
@@ -26,117 +25,12 @@ use svcroute_stack::runtime::{Context, ControlReply, FrameContext, Role};
 use svcroute_stack::shim::Verdict;
 use svcroute_stack::wire::slp::{self, AttrList, ScopeList};
 
+pub use crate::config::{ConfigError, MdaConfig};
 use crate::core::{self, ConnId, Event, Record, Transmit};
 
 /// How long the probe socket may hold an unsendable datagram (its peer's
 /// address does not resolve) before it is flushed.
 const PROBE_STUCK: Duration = Duration::from_secs(3);
-
-/// Configuration of the `mda` role (TOML table `[mda]`). Every key is
-/// optional; see `docs/mda.md`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct MdaConfig {
-    /// Scopes served, comma separated (default `DEFAULT`).
-    pub scopes: String,
-    /// DA URL (default `service:directory-agent://<first address>`).
-    pub url: Option<String>,
-    /// Static peer addresses.
-    pub peers: Vec<String>,
-    /// Mesh enhanced (default true); false: plain RFC 2608 DA.
-    pub mesh: bool,
-    /// Extra DAAdvert attributes, as an SLP attribute list.
-    pub attrs: String,
-    /// CONFIG_DA_KEEPALIVE, seconds (200).
-    pub keepalive_s: u64,
-    /// CONFIG_DA_TIMEOUT, seconds (300).
-    pub timeout_s: u64,
-    /// CONFIG_DA_BEAT, seconds (10800).
-    pub beat_s: u64,
-    /// CONFIG_START_WAIT, milliseconds (3000).
-    pub start_wait_ms: u64,
-    /// Seconds between DAAdvert probes of unpeered known peers (10).
-    pub peer_retry_s: u64,
-    /// Most registration states, tombstones included (100000).
-    pub max_registrations: usize,
-    /// Most peers (64).
-    pub max_peers: usize,
-    /// Most TCP connections (256).
-    pub max_connections: usize,
-    /// UDP reply budget: request length × this (2).
-    pub amplification_factor: usize,
-    /// `min-refresh-interval`, seconds (0: none).
-    pub min_refresh_s: u32,
-    /// Listening TCP sockets kept armed (4).
-    pub listeners: usize,
-    /// TCP socket buffer size each way, bytes (65536).
-    pub tcp_buffer: usize,
-    /// Largest SLP message accepted over TCP, bytes (65536).
-    pub max_frame: usize,
-    /// Largest queued output per connection, bytes (64 MiB).
-    pub max_backlog: usize,
-    /// RNG seed (0: derived from the node name).
-    pub seed: u64,
-    /// `[[mda.keys]]`: keys to verify SLP auth blocks with (SA
-    /// registrations, peers' DAAdverts); their SPIs are our DAAdvert's SPI
-    /// list. Checked when the file is read.
-    pub keys: core::KeyList,
-    /// `[[mda.sign_keys]]`: keys our DAAdverts are signed with.
-    pub sign_keys: core::SignKeyList,
-}
-
-impl Default for MdaConfig {
-    fn default() -> Self {
-        Self {
-            scopes: "DEFAULT".into(),
-            url: None,
-            peers: Vec::new(),
-            mesh: true,
-            attrs: String::new(),
-            keepalive_s: 200,
-            timeout_s: 300,
-            beat_s: 10_800,
-            start_wait_ms: 3000,
-            peer_retry_s: 10,
-            max_registrations: 100_000,
-            max_peers: 64,
-            max_connections: 256,
-            amplification_factor: 2,
-            min_refresh_s: 0,
-            listeners: 4,
-            tcp_buffer: 65_536,
-            max_frame: 65_536,
-            max_backlog: 64 << 20,
-            seed: 0,
-            keys: core::KeyList::default(),
-            sign_keys: core::SignKeyList::default(),
-        }
-    }
-}
-
-/// Why a configuration is refused.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    /// `scopes` is not a scope list.
-    #[error("mda.scopes: not a scope list: {0:?}")]
-    Scopes(String),
-    /// `attrs` is not an attribute list.
-    #[error("mda.attrs: not an attribute list: {0:?}")]
-    Attrs(String),
-    /// A peer is not an IP address.
-    #[error("mda.peers: not an IP address: {0:?}")]
-    Peer(String),
-    /// A `[[mda.keys]]` or `[[mda.sign_keys]]` entry is refused.
-    #[error("mda.{list} (spi {spi:?}): {problem}")]
-    Key {
-        /// `keys` or `sign_keys`.
-        list: &'static str,
-        /// The entry's SPI.
-        spi: String,
-        /// What is wrong, naming the field.
-        problem: String,
-    },
-}
 
 /// Where accepted updates become durable before their SrvAck goes out.
 pub trait Persist {
@@ -176,7 +70,6 @@ impl Persist for MemStore {
 #[derive(Debug)]
 struct ConnState {
     handle: SocketHandle,
-    rx: Vec<u8>,
     tx: VecDeque<u8>,
     outbound: bool,
     established: bool,
@@ -206,6 +99,8 @@ pub struct Mda {
     multicast_joined: bool,
     /// Since when the probe socket has held an unsent datagram.
     probe_stuck_since: Option<Instant>,
+    /// SYNs to port 427 seen since the last poll.
+    syns: usize,
 }
 
 impl Mda {
@@ -269,6 +164,7 @@ impl Mda {
             down: false,
             multicast_joined: false,
             probe_stuck_since: None,
+            syns: 0,
         })
     }
 
@@ -317,6 +213,14 @@ impl Mda {
             max_connections: c.max_connections,
             amplification_factor: c.amplification_factor,
             max_datagram: slp::MAX_DATAGRAM,
+            reply_budget: c.reply_budget,
+            reply_budget_per_s: c.reply_budget_per_s,
+            reply_budget_addrs: c.reply_budget_addrs,
+            max_frame: c.max_frame,
+            frame_timeout: Duration::from_millis(c.frame_timeout_ms.max(1)),
+            // An Ethernet path of MTU 1500.
+            udp_payload_v4: 1500 - 28,
+            udp_payload_v6: 1500 - 48,
             min_refresh_s: c.min_refresh_s,
             wall_us_at_zero: self.wall_us_at_zero,
             seed: c.seed,
@@ -335,7 +239,16 @@ impl Mda {
             return false;
         };
         let mut any = false;
+        let syns = std::mem::take(&mut self.syns);
         let fresh = self.listen.accept(&mut port.sockets, cx.stats);
+        // smoltcp resets a SYN that finds no listener: at the connection
+        // limit, every SYN beyond the listeners armed is a refused
+        // connection.
+        let refused = syns.saturating_sub(self.listen.listening());
+        if refused > 0 && self.listen.active() + self.listen.listening() >= self.cfg.max_connections
+        {
+            cx.stats.add("drop.mda.conn_limit", refused as u64);
+        }
         for h in fresh {
             let remote = port.sockets.get::<tcp::Socket>(h).remote_endpoint();
             any = true;
@@ -346,7 +259,6 @@ impl Mda {
                         id,
                         ConnState {
                             handle: h,
-                            rx: Vec::new(),
                             tx: VecDeque::new(),
                             outbound: false,
                             established: true,
@@ -410,46 +322,17 @@ impl Mda {
                     }
                 }
             }
-            let mut oversize = false;
+            // The core frames the stream (bounded by `max_frame`, with a
+            // deadline per frame); here only octets move.
             while sock.can_recv() {
-                let room = self
-                    .cfg
-                    .max_frame
-                    .saturating_mul(2)
-                    .saturating_sub(c.rx.len())
-                    .max(1);
-                let got = sock.recv(|b| {
-                    let n = b.len().min(room);
-                    (n, b[..n].to_vec())
-                });
+                let got = sock.recv(|b| (b.len(), b.to_vec()));
                 match got {
                     Ok(v) if !v.is_empty() => {
-                        c.rx.extend_from_slice(&v);
+                        core.tcp_data(cx.now, *id, &v);
                         any = true;
                     }
                     _ => break,
                 }
-                // Deliver every whole frame.
-                while let Some(len) = slp::frame_len(&c.rx) {
-                    if len < slp::header::FIXED_LEN || len > self.cfg.max_frame {
-                        oversize = true;
-                        break;
-                    }
-                    if c.rx.len() < len {
-                        break;
-                    }
-                    let frame: Vec<u8> = c.rx.drain(..len).collect();
-                    core.handle_tcp(cx.now, *id, &frame);
-                }
-                if oversize {
-                    break;
-                }
-            }
-            if oversize {
-                cx.stats.drop("mda_tcp_frame_too_big");
-                sock.abort();
-                gone.push(*id);
-                continue;
             }
             let ended = !sock.is_open()
                 || (!sock.may_recv()
@@ -515,7 +398,6 @@ impl Mda {
                         conn,
                         ConnState {
                             handle,
-                            rx: Vec::new(),
                             tx: VecDeque::new(),
                             outbound: true,
                             established: false,
@@ -527,6 +409,17 @@ impl Mda {
                     if let Some(c) = self.conns.get_mut(&conn) {
                         c.close_when_sent = true;
                     }
+                }
+                Event::Reset(conn) => {
+                    let (Some(c), Some(port)) = (self.conns.remove(&conn), cx.ports.first_mut())
+                    else {
+                        continue;
+                    };
+                    if !c.outbound {
+                        self.listen.release();
+                    }
+                    port.sockets.get_mut::<tcp::Socket>(c.handle).abort();
+                    self.closing.push(c.handle);
                 }
                 Event::PeerUp(u) => log::info!("{}: peer up {u}", self.name),
                 Event::PeerDown(u) => log::info!("{}: peer down {u}", self.name),
@@ -800,6 +693,9 @@ impl Role for Mda {
         }
         // A listener per SYN before smoltcp sees the batch (stack::listen).
         self.listen.note_frame(frame);
+        if svcroute_stack::listen::tcp_syn_dst_port(frame) == Some(slp::PORT) {
+            self.syns += 1;
+        }
         Verdict::Pass
     }
 

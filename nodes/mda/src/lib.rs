@@ -15,12 +15,15 @@
 //!
 //! - [`core`]: the sans-IO DA and mesh state machine.
 //! - [`driver`]: the [`Role`](svcroute_stack::runtime::Role) over smoltcp.
+//! - [`config`]: the `[mda]` section of the node file.
+//! - [`store`]: the [`Persist`](driver::Persist) of a running node, over the WAL.
 //! - `wal`: the write-ahead log that makes an acknowledged registration
 //!   survive a crash.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod config;
 pub mod core;
 pub mod driver;
 pub mod store;

@@ -12,7 +12,7 @@ use slp_sim::World;
 use smoltcp::time::Duration;
 use svcroute_mda::core::{Admit, KeyList, SignKey, SignKeyList, VerifyKey};
 use svcroute_mda::driver::MdaConfig;
-use svcroute_stack::phy::sim::ipv4;
+use svcroute_stack::sim::ipv4;
 use svcroute_stack::wire::slp::auth::{to_base64, to_hex, Signed};
 use svcroute_stack::wire::slp::codec::List;
 use svcroute_stack::wire::slp::{

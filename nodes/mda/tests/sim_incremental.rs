@@ -14,7 +14,7 @@ use slp_sim::World;
 use smoltcp::time::Duration;
 use svcroute_mda::core::merge;
 use svcroute_mda::driver::{Mda, MdaConfig, MemStore};
-use svcroute_stack::phy::sim::ipv4;
+use svcroute_stack::sim::ipv4;
 use svcroute_stack::wire::slp::codec::List;
 use svcroute_stack::wire::slp::{
     AcceptId, AttrList, Attribute, Body, ErrorCode, Extension, FwdId, Header, LangTag, MeshFwd,

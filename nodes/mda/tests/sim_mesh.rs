@@ -13,8 +13,8 @@ use slp_sim::{Sa, WALL};
 use smoltcp::time::Duration;
 use smoltcp::wire::IpAddress;
 use svcroute_mda::driver::{Mda, MdaConfig, MemStore};
-use svcroute_stack::phy::sim::{ipv4, SegmentConfig, Sim, SimLink, SimPort};
 use svcroute_stack::runtime::Node;
+use svcroute_stack::sim::{ipv4, SegmentConfig, Sim, SimLink, SimPort};
 use svcroute_stack::wire::slp::codec::List;
 use svcroute_stack::wire::slp::{
     AcceptId, AttrList, Body, Extension, FwdId, Header, LangTag, MeshFwd, Message, ScopeList,
@@ -41,9 +41,9 @@ type MdaNode = Node<SimLink, Mda>;
 
 struct World {
     sim: Sim,
-    mdas: Vec<svcroute_stack::phy::sim::NodeId<MdaNode>>,
+    mdas: Vec<svcroute_stack::sim::NodeId<MdaNode>>,
     stores: Vec<MemStore>,
-    sa: svcroute_stack::phy::sim::NodeId<Node<SimLink, Sa>>,
+    sa: svcroute_stack::sim::NodeId<Node<SimLink, Sa>>,
     n: usize,
     xid: u16,
 }

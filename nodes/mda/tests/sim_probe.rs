@@ -6,7 +6,7 @@
 
 use smoltcp::time::Duration;
 use svcroute_mda::driver::{Mda, MdaConfig, MemStore};
-use svcroute_stack::phy::sim::{ipv4, SegmentConfig, Sim};
+use svcroute_stack::sim::{ipv4, SegmentConfig, Sim};
 
 const WALL: u64 = 3_900_000_000_000_000;
 

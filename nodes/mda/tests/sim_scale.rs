@@ -34,8 +34,8 @@ use smoltcp::time::Duration;
 use smoltcp::wire::IpAddress;
 use svcroute_mda::core::Record;
 use svcroute_mda::driver::{Mda, MdaConfig, MemStore, Persist};
-use svcroute_stack::phy::sim::{ipv4, NodeId, SegmentConfig, SegmentId, Sim, SimLink};
 use svcroute_stack::runtime::Node;
+use svcroute_stack::sim::{ipv4, NodeId, SegmentConfig, SegmentId, Sim, SimLink};
 use svcroute_stack::wire::slp::codec::List;
 use svcroute_stack::wire::slp::{
     AcceptId, AttrList, Body, Extension, FwdId, Header, LangTag, MeshFwd, Message, ScopeList,

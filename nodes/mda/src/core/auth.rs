@@ -27,7 +27,7 @@ use svcroute_stack::wire::slp::{
 };
 
 use super::store::Reg;
-use crate::driver::ConfigError;
+use crate::config::ConfigError;
 
 /// What a good block by a verification key admits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

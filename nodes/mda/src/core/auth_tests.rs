@@ -262,12 +262,12 @@ fn replies_carry_the_blocks_of_the_spi_asked_for() {
             v.verify(&Signed::Url(&entry.url), &entry.auths[0], 0),
             Ok(())
         );
-        // "sa-h": both. Over UDP that is more than twice the request: the
-        // reply is cut to whole entries, with OVERFLOW (RFC 2608 §6.1).
+        // "sa-h": both. Over UDP that is more than twice the request but
+        // fits the path: whole, charged to the destination's reply budget.
         let ask = with_spi(rqst("service:printer", "x", ""), "sa-h");
         assert_eq!(srv_rply(d, &ask).entries.len(), 2);
         let r = udp(d, T0, &ask);
-        assert!(r[0].header().flags.overflow);
+        assert!(!r[0].header().flags.overflow);
         // An SPI we cannot verify: AUTHENTICATION_UNKNOWN (§12.5).
         let r = srv_rply(d, &with_spi(rqst("service:printer", "x", ""), "zz"));
         assert_eq!(r.error, ErrorCode::AuthenticationUnknown);
@@ -368,8 +368,23 @@ fn da_adverts_are_signed() {
     };
     assert_eq!(a.auths.len(), 1);
     assert_eq!(v.verify(&Signed::da_advert(a), &a.auths[0], now), Ok(()));
-    // By UDP the small request's budget cuts it: OVERFLOW, no attributes,
-    // no block (it would no longer verify).
+    // By UDP it fits the path: whole (docs/mda.md, "Reply sizes"). With
+    // the destination's reply budget spent, the request's budget cuts it:
+    // OVERFLOW, no attributes, no block (it would no longer verify).
+    let r = udp(&mut d, T0, &ask);
+    assert!(!r[0].header().flags.overflow);
+    let Body::DaAdvert(a) = r[0].body() else {
+        panic!("{r:?}")
+    };
+    assert_eq!(a.auths.len(), 1);
+    let mut d = Mda::new(
+        Config {
+            reply_budget: 0,
+            ..d.config().clone()
+        },
+        T0,
+        &[],
+    );
     let r = udp(&mut d, T0, &ask);
     assert!(r[0].header().flags.overflow);
     let Body::DaAdvert(a) = r[0].body() else {

@@ -133,7 +133,7 @@ impl Mesh {
                         });
                     }
                 }
-                Event::PeerUp(_) | Event::PeerDown(_) => {}
+                Event::PeerUp(_) | Event::PeerDown(_) | Event::Reset(_) => {}
             }
         }
         while let Some(t) = self.das[i].poll_transmit() {

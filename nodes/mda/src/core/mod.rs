@@ -1,3 +1,4 @@
+// Over 800 lines: the DA's request handlers and the mesh share one state (Mda); splitting them by room (requests, registrations, mesh) is the next step of issue 14.
 //! The sans-IO mesh-enhanced directory agent: RFC 2608 DA behaviour plus
 //! the RFC 3528 mesh, with no sockets, clocks or files.
 //!
@@ -31,10 +32,14 @@
 //! advert's start wait) comes from [`Config::seed`].
 
 mod auth;
+mod index;
+mod reply;
 mod store;
 
 #[cfg(test)]
 mod auth_tests;
+#[cfg(test)]
+mod hardening_tests;
 #[cfg(test)]
 mod incremental_tests;
 #[cfg(test)]
@@ -47,16 +52,18 @@ use std::net::IpAddr;
 
 use smoltcp::time::{Duration, Instant};
 use smoltcp::wire::{IpAddress, IpEndpoint, Ipv4Address, Ipv6Address};
+use svcroute_stack::timer::TimerTable;
 use svcroute_stack::wire::slp::codec::List;
 use svcroute_stack::wire::slp::{
     self, AcceptId, AntiEntropyType, AntiEtrpRqst, AttrList, AttrRply, AttrRqst, AttrValue,
     Attribute, AuthBlocks, Body, DaAdvert, ErrorCode, Extension, Flags, FunctionId, FwdId, Header,
-    LangTag, MeshFwd, Message, ScopeList, ServiceType, ServiceTypeList, Signed, SlpString, SrvAck,
-    SrvDeReg, SrvReg, SrvRply, SrvRqst, SrvTypeRply, SrvTypeRqst, TagList, UrlEntry,
+    LangTag, MeshFwd, Message, ScopeList, ServiceType, Signed, SlpString, SrvAck, SrvDeReg, SrvReg,
+    SrvRply, SrvRqst, SrvTypeRply, SrvTypeRqst, TagList, UrlEntry,
 };
 
 use auth::Refusal;
 pub use auth::{Admit, KeyEntry, KeyList, Keys, SignKey, SignKeyEntry, SignKeyList, VerifyKey};
+use reply::{Answer, Budgets};
 use store::Store;
 pub use store::{merge, Change, Clock, Key, Record, Reg, StateRecord, Update, UpdateRecord};
 
@@ -100,8 +107,27 @@ pub struct Config {
     pub max_connections: usize,
     /// A UDP reply is at most request length × this (CVE-2023-29552).
     pub amplification_factor: usize,
-    /// Largest UDP reply whatever the request (RFC 2608 §6.1: 1400).
+    /// libslp's MTU (RFC 2608 §6.1's default, 1400): an answer cut to fit
+    /// a datagram is made longer than this, so that a client that moves to
+    /// TCP only for a reply longer than its MTU does.
     pub max_datagram: usize,
+    /// The path's UDP payload over IPv4 (port MTU − 28): a reply up to
+    /// this goes whole.
+    pub udp_payload_v4: usize,
+    /// The path's UDP payload over IPv6 (port MTU − 48).
+    pub udp_payload_v6: usize,
+    /// Reply-byte budget per destination address: the octets of UDP
+    /// replies above request × `amplification_factor` it may get at once.
+    pub reply_budget: usize,
+    /// … and per second after that.
+    pub reply_budget_per_s: usize,
+    /// Most destination addresses whose budget is tracked.
+    pub reply_budget_addrs: usize,
+    /// Largest SLP message over TCP, octets.
+    pub max_frame: usize,
+    /// A TCP frame must be complete this long after its first octet, and
+    /// an inbound connection's first message this long after the accept.
+    pub frame_timeout: Duration,
     /// `min-refresh-interval` in seconds (0: none).
     pub min_refresh_s: u32,
     /// SLP time (µs since 1900-01-01 UTC) at `Instant::ZERO`.
@@ -132,11 +158,39 @@ impl Config {
             max_connections: 256,
             amplification_factor: 2,
             max_datagram: slp::MAX_DATAGRAM,
+            udp_payload_v4: 1500 - 28,
+            udp_payload_v6: 1500 - 48,
+            reply_budget: 65_536,
+            reply_budget_per_s: 16_384,
+            reply_budget_addrs: 4096,
+            max_frame: 65_536,
+            frame_timeout: Duration::from_secs(5),
             min_refresh_s: 0,
             wall_us_at_zero: 0,
             seed: 0,
             keys: Keys::default(),
         }
+    }
+}
+
+svcroute_stack::timers! {
+    /// The core's own timers (per-connection ones live with the connection).
+    enum Timer {
+        /// The unsolicited DAAdvert (CONFIG_DA_BEAT).
+        Beat,
+    }
+}
+
+svcroute_stack::timers! {
+    /// A connection's timers.
+    enum ConnTimer {
+        /// Nothing heard for `timeout`: the connection goes.
+        Idle,
+        /// Our DAAdvert to the peer (CONFIG_DA_KEEPALIVE), once identified.
+        Keepalive,
+        /// An incomplete frame (or an inbound connection's first message)
+        /// is late.
+        Frame,
     }
 }
 
@@ -182,6 +236,9 @@ pub enum Event {
     },
     /// Close a connection (after sending what was queued on it).
     Close(ConnId),
+    /// Reset a connection now (a peer that broke the framing or is late
+    /// with a frame: nothing queued on it is sent).
+    Reset(ConnId),
     /// A peer relationship is up (its DAAdvert arrived on a connection).
     PeerUp(String),
     /// A peer relationship is down.
@@ -219,9 +276,11 @@ struct Conn {
     established: bool,
     /// The peer's DA URL once its DAAdvert arrived on this connection.
     peer: Option<String>,
-    /// Last DAAdvert from the peer (or open time).
-    last_heard: Instant,
-    next_keepalive: Instant,
+    /// Idle (last DAAdvert from the peer, or open time + timeout),
+    /// keepalive and frame deadlines.
+    timers: TimerTable<ConnTimer>,
+    /// Octets of a frame not yet complete.
+    rx: Vec<u8>,
     /// We answered the peer's AntiEtrpRqst: new updates go here directly.
     synced: bool,
     closing: bool,
@@ -255,7 +314,11 @@ pub struct Mda {
     events: VecDeque<Event>,
     counters: Counters,
     fresh_counts: Counters,
-    next_beat: Instant,
+    timers: TimerTable<Timer>,
+    /// Reply-byte budgets per destination (reflection bound).
+    budgets: Budgets,
+    /// The `now` of the input being handled.
+    now: Instant,
     stopped: bool,
 }
 
@@ -271,6 +334,13 @@ impl Mda {
         let start =
             Duration::from_micros(splitmix(&mut rng) % (cfg.start_wait.total_micros().max(1)));
         let static_retry = cfg.peers.iter().map(|a| (*a, now)).collect();
+        let mut timers = TimerTable::default();
+        timers.set(Timer::Beat, now + start);
+        let budgets = Budgets::new(
+            cfg.reply_budget,
+            cfg.reply_budget_per_s,
+            cfg.reply_budget_addrs,
+        );
         let mut me = Self {
             boot_ts: clock.unix_secs(now).max(1),
             clock,
@@ -286,7 +356,9 @@ impl Mda {
             events: VecDeque::new(),
             counters: Counters::new(),
             fresh_counts: Counters::new(),
-            next_beat: now + start,
+            timers,
+            budgets,
+            now,
             stopped: false,
             cfg,
         };
@@ -471,16 +543,15 @@ impl Mda {
         if self.stopped {
             return None;
         }
-        let mut t = Some(self.next_beat);
+        let mut t = self.timers.next_timeout();
         let mut min = |x: Instant| t = Some(t.map_or(x, |t: Instant| t.min(x)));
         if let Some(e) = self.store.next_expiry() {
             min(e);
         }
         for c in self.conns.values() {
-            if c.peer.is_some() {
-                min(c.next_keepalive);
+            if let Some(at) = c.timers.next_timeout() {
+                min(at);
             }
-            min(c.last_heard + self.cfg.timeout);
         }
         if self.cfg.mesh {
             for (_, at) in &self.static_retry {
@@ -505,37 +576,110 @@ impl Mda {
         if !gone.is_empty() {
             self.count_n("mda.expired", gone.len() as u64);
         }
-        if now >= self.next_beat {
-            self.next_beat = now + self.cfg.beat;
-            self.send_unsolicited_advert(now);
+        self.now = now;
+        while let Some(t) = self.timers.expire(now) {
+            match t {
+                Timer::Beat => {
+                    self.timers.set(Timer::Beat, now + self.cfg.beat);
+                    self.send_unsolicited_advert(now);
+                }
+            }
         }
-        // Keepalives and timeouts.
+        // Keepalives, idle and frame deadlines.
         let ids: Vec<ConnId> = self.conns.keys().copied().collect();
         for id in ids {
-            let Some(c) = self.conns.get(&id) else {
-                continue;
-            };
-            if now >= c.last_heard + self.cfg.timeout {
+            while let Some(t) = self.conns.get_mut(&id).and_then(|c| c.timers.expire(now)) {
+                if !self.on_conn_timer(now, id, t) {
+                    break;
+                }
+            }
+        }
+        if self.cfg.mesh {
+            self.retry_peers(now);
+        }
+    }
+
+    /// A connection's timer `t` fired; whether the connection is still there.
+    fn on_conn_timer(&mut self, now: Instant, id: ConnId, t: ConnTimer) -> bool {
+        let Some(c) = self.conns.get(&id) else {
+            return false;
+        };
+        match t {
+            ConnTimer::Idle => {
                 self.count(if c.peer.is_some() {
                     "mda.peer_timeout"
                 } else {
                     "mda.conn_idle_timeout"
                 });
                 self.close_conn(now, id);
-                continue;
+                false
             }
-            if c.peer.is_some() && now >= c.next_keepalive {
-                let next = now + self.cfg.keepalive;
+            ConnTimer::Frame => {
+                // A frame that trickles (or a connection that never sends)
+                // does not hold its slot until the idle timeout.
+                self.count("drop.mda.tcp_frame_timeout");
+                self.reset_conn(now, id);
+                false
+            }
+            ConnTimer::Keepalive => {
+                if c.peer.is_none() {
+                    return true;
+                }
                 if let Some(c) = self.conns.get_mut(&id) {
-                    c.next_keepalive = next;
+                    c.timers.set(ConnTimer::Keepalive, now + self.cfg.keepalive);
                 }
                 let adv = self.own_advert(now, 0, LangTag::en());
                 self.send_tcp(id, &adv);
                 self.count("mda.keepalive_sent");
+                true
             }
         }
-        if self.cfg.mesh {
-            self.retry_peers(now);
+    }
+
+    /// Octets that arrived on connection `conn`: whole frames (RFC 2608
+    /// §6.2: the header's Length) are handled as they complete. A Length
+    /// shorter than a header, or longer than `max_frame`, closes the
+    /// connection (counted); a frame must complete within `frame_timeout`.
+    pub fn tcp_data(&mut self, now: Instant, conn: ConnId, bytes: &[u8]) {
+        if self.stopped {
+            return;
+        }
+        let Some(c) = self.conns.get_mut(&conn) else {
+            self.count("drop.mda.unknown_conn");
+            return;
+        };
+        if c.rx.is_empty() {
+            // A new frame starts: its deadline runs from its first octet.
+            c.timers.set(ConnTimer::Frame, now + self.cfg.frame_timeout);
+        }
+        c.rx.extend_from_slice(bytes);
+        loop {
+            let Some(c) = self.conns.get_mut(&conn) else {
+                return;
+            };
+            let Some(len) = slp::frame_len(&c.rx) else {
+                return;
+            };
+            if len < slp::header::FIXED_LEN {
+                self.count("drop.mda.tcp_frame_short");
+                self.reset_conn(now, conn);
+                return;
+            }
+            if len > self.cfg.max_frame {
+                self.count("drop.mda.tcp_frame_too_big");
+                self.reset_conn(now, conn);
+                return;
+            }
+            if c.rx.len() < len {
+                return;
+            }
+            let frame: Vec<u8> = c.rx.drain(..len).collect();
+            if c.rx.is_empty() {
+                c.timers.stop(ConnTimer::Frame);
+            } else {
+                c.timers.set(ConnTimer::Frame, now + self.cfg.frame_timeout);
+            }
+            self.handle_tcp(now, conn, &frame);
         }
     }
 
@@ -546,6 +690,7 @@ impl Mda {
             return;
         }
         self.count("mda.rx_udp");
+        self.now = now;
         self.handle(now, Src::Udp { from, mcast }, bytes);
     }
 
@@ -559,6 +704,13 @@ impl Mda {
             return;
         }
         self.count("mda.rx_tcp");
+        self.now = now;
+        if let Some(c) = self.conns.get_mut(&conn) {
+            if c.rx.is_empty() {
+                // A whole message came: nothing is late.
+                c.timers.stop(ConnTimer::Frame);
+            }
+        }
         self.handle(now, Src::Tcp(conn), bytes);
     }
 
@@ -570,19 +722,13 @@ impl Mda {
             return None;
         }
         let id = self.alloc_conn();
-        self.conns.insert(
-            id,
-            Conn {
-                remote,
-                initiated: false,
-                established: true,
-                peer: None,
-                last_heard: now,
-                next_keepalive: now + self.cfg.keepalive,
-                synced: false,
-                closing: false,
-            },
-        );
+        let mut conn = self.new_conn(now, remote, false);
+        conn.established = true;
+        // Its first message is due like a frame: a connection that never
+        // sends does not hold its slot until the idle timeout.
+        conn.timers
+            .set(ConnTimer::Frame, now + self.cfg.frame_timeout);
+        self.conns.insert(id, conn);
         self.count("mda.conn_accepted");
         Some(id)
     }
@@ -594,7 +740,7 @@ impl Mda {
             return;
         };
         c.established = true;
-        c.last_heard = now;
+        c.timers.set(ConnTimer::Idle, now + self.cfg.timeout);
         self.count("mda.conn_established");
         let adv = self.own_advert(now, 0, LangTag::en());
         self.send_tcp(conn, &adv);
@@ -606,6 +752,10 @@ impl Mda {
             return;
         };
         self.count("mda.conn_closed");
+        if !c.rx.is_empty() {
+            // Half a message, then FIN (or a reset): it is lost.
+            self.count("drop.mda.tcp_partial_frame");
+        }
         self.after_close(now, c);
     }
 
@@ -632,6 +782,9 @@ impl Mda {
     // ---- dispatch -----------------------------------------------------
 
     fn handle(&mut self, now: Instant, src: Src, bytes: &[u8]) {
+        if bytes.first() == Some(&slp::v1::VERSION) && self.on_v1(src, bytes) {
+            return;
+        }
         let msg = match Message::parse(bytes) {
             Ok(m) => m,
             Err(e) => {
@@ -676,6 +829,32 @@ impl Mda {
                 self.count("drop.mda.unexpected_reply");
             }
         }
+    }
+
+    /// An SLPv1 message (RFC 2165): not served; a unicast request gets the
+    /// SLPv1 reply with VER_NOT_SUPPORTED (RFC 2608 §3 asks a v2 DA to
+    /// answer v1 requests in v1).
+    /// Whether it was one (else it is answered as a v2 message of an
+    /// unsupported version).
+    fn on_v1(&mut self, src: Src, bytes: &[u8]) -> bool {
+        let Some(reply) = slp::v1::ver_not_supported(bytes) else {
+            return false;
+        };
+        self.count("drop.mda.slpv1");
+        if src.is_mcast() {
+            return true; // RFC 2608 §7: errors only for unicast requests.
+        }
+        match src {
+            Src::Udp { from, .. } => self.transmits.push_back(Transmit::Udp {
+                to: from,
+                bytes: reply,
+                reply: true,
+            }),
+            Src::Tcp(conn) => self
+                .transmits
+                .push_back(Transmit::Tcp { conn, bytes: reply }),
+        }
+        true
     }
 
     /// Answer a message that did not parse with the reply type its function
@@ -763,17 +942,17 @@ impl Mda {
             return self.error(req, ErrorCode::ScopeNotSupported);
         }
         self.count("mda.srv_rqst");
-        let mut other_lang = false;
+        // RFC 2608 §7: LANGUAGE_NOT_SUPPORTED only when the type has data in
+        // the scopes, but none in the requested language.
         let mut entries = Vec::new();
-        for (_, reg) in self.store.iter() {
+        // The indexes narrow (docs/mda.md, "Queries"); each candidate is
+        // checked like a scanned state.
+        for reg in self.store.candidates(&r.service_type, r.predicate.filter()) {
             if !reg.alive(now)
                 || !r.service_type.matches(&reg.service_type)
                 || !reg.scopes.intersects(&r.scopes)
+                || !reg.lang.same_language(&req.header.lang)
             {
-                continue;
-            }
-            if !reg.lang.same_language(&req.header.lang) {
-                other_lang = true;
                 continue;
             }
             if !r.predicate.matches(&reg.attrs) {
@@ -789,18 +968,27 @@ impl Mda {
             entries.push(entry);
         }
         if entries.is_empty() {
-            if other_lang {
+            let (mut this_lang, mut other_lang) = (false, false);
+            for reg in self.store.candidates(&r.service_type, None) {
+                if reg.alive(now)
+                    && r.service_type.matches(&reg.service_type)
+                    && reg.scopes.intersects(&r.scopes)
+                {
+                    if reg.lang.same_language(&req.header.lang) {
+                        this_lang = true;
+                    } else {
+                        other_lang = true;
+                    }
+                }
+            }
+            if other_lang && !this_lang {
                 return self.error(req, ErrorCode::LanguageNotSupported);
             }
             if req.src.is_mcast() {
                 return; // RFC 2608 §8.1: no empty replies to multicast.
             }
         }
-        let body = Body::SrvRply(SrvRply {
-            error: ErrorCode::Ok,
-            entries: list(entries),
-        });
-        self.reply(req, body);
+        self.answer(req, Answer::Urls(entries));
     }
 
     fn on_attr_rqst(&mut self, now: Instant, req: &Req, r: &AttrRqst) {
@@ -867,12 +1055,7 @@ impl Mda {
             .into_iter()
             .filter_map(|(t, v)| Attribute::new(&t, v).ok())
             .collect();
-        let body = Body::AttrRply(AttrRply {
-            error: ErrorCode::Ok,
-            attrs: AttrList::new(attrs).unwrap_or_default(),
-            auths: List::default(),
-        });
-        self.reply(req, body);
+        self.answer(req, Answer::Attrs(attrs));
     }
 
     /// An AttrRqst with an SPI (RFC 2608 §10.3): a full URL and no tag
@@ -930,11 +1113,7 @@ impl Mda {
         if types.is_empty() && req.src.is_mcast() {
             return;
         }
-        let body = Body::SrvTypeRply(SrvTypeRply {
-            error: ErrorCode::Ok,
-            types: ServiceTypeList::new(types).unwrap_or_default(),
-        });
-        self.reply(req, body);
+        self.answer(req, Answer::Types(types));
     }
 
     // ---- registrations ------------------------------------------------
@@ -958,6 +1137,10 @@ impl Mda {
             return self.nack(req, ErrorCode::InvalidRegistration, "reg_zero_lifetime");
         }
         let fresh = req.header.flags.fresh;
+        // An incremental SrvReg of another type is INVALID_UPDATE below.
+        if let Err(why) = check_url(&r.entry.url, fresh.then_some(&r.service_type)) {
+            return self.nack(req, ErrorCode::InvalidRegistration, why);
+        }
         // MeshFwd on an incremental SrvReg is our extension (docs/mda.md):
         // the update propagates with its own version timestamp.
         let version = fwd.as_ref().filter(|_| self.cfg.mesh).map(|f| f.version);
@@ -970,6 +1153,15 @@ impl Mda {
             .check_reg(&r, fresh, live_old, self.clock.unix_secs(now))
         {
             return self.refuse(req, why);
+        }
+        let other_type = live_old.is_some_and(|o| {
+            !o.service_type
+                .as_str()
+                .eq_ignore_ascii_case(r.service_type.as_str())
+        });
+        if fresh && other_type {
+            // A live registration keeps its type: deregister it first.
+            return self.nack(req, ErrorCode::InvalidRegistration, "reg_type_changed");
         }
         if let Some(o) = live_old {
             if self.cfg.min_refresh_s > 0
@@ -1056,6 +1248,9 @@ impl Mda {
         }
         if r.scopes.is_empty() || !r.scopes.is_subset_of(&self.cfg.scopes) {
             return self.nack(req, ErrorCode::ScopeNotSupported, "dereg_scope");
+        }
+        if check_url(&r.entry.url, None).is_err() {
+            return self.nack(req, ErrorCode::InvalidRegistration, "dereg_bad_url");
         }
         let version = fwd.as_ref().filter(|_| self.cfg.mesh).map(|f| f.version);
         let key = Key::new(&r.entry.url, &req.header.lang);
@@ -1672,7 +1867,7 @@ impl Mda {
             match &c.peer {
                 Some(p) if *p == url => {
                     if let Some(c) = self.conns.get_mut(&conn) {
-                        c.last_heard = now;
+                        c.timers.set(ConnTimer::Idle, now + self.cfg.timeout);
                     }
                     self.learn(now, &a, None);
                     self.count("mda.keepalive_heard");
@@ -1722,8 +1917,8 @@ impl Mda {
             return;
         };
         c.peer = Some(url.clone());
-        c.last_heard = now;
-        c.next_keepalive = now + self.cfg.keepalive;
+        c.timers.set(ConnTimer::Idle, now + self.cfg.timeout);
+        c.timers.set(ConnTimer::Keepalive, now + self.cfg.keepalive);
         let initiated = c.initiated;
         if !initiated {
             // Our DAAdvert answers theirs on a connection they opened.
@@ -1875,19 +2070,8 @@ impl Mda {
         }
         let id = self.alloc_conn();
         let to = IpEndpoint::new(addr, slp::PORT);
-        self.conns.insert(
-            id,
-            Conn {
-                remote: to,
-                initiated: true,
-                established: false,
-                peer: None,
-                last_heard: now,
-                next_keepalive: now + self.cfg.keepalive,
-                synced: false,
-                closing: false,
-            },
-        );
+        let conn = self.new_conn(now, to, true);
+        self.conns.insert(id, conn);
         self.events.push_back(Event::Connect { conn: id, to });
         self.count("mda.connect");
     }
@@ -1935,6 +2119,16 @@ impl Mda {
             return;
         };
         self.events.push_back(Event::Close(id));
+        self.after_close(now, c);
+    }
+
+    fn reset_conn(&mut self, now: Instant, id: ConnId) {
+        let Some(c) = self.conns.remove(&id) else {
+            return;
+        };
+        self.transmits
+            .retain(|t| !matches!(t, Transmit::Tcp { conn, .. } if *conn == id));
+        self.events.push_back(Event::Reset(id));
         self.after_close(now, c);
     }
 
@@ -2117,15 +2311,21 @@ impl Mda {
             "dereg_scope" => "drop.mda.dereg_scope",
             "dereg_scope_mismatch" => "drop.mda.dereg_scope_mismatch",
             "bad_fwd_id" => "drop.mda.bad_fwd_id",
+            "reg_empty_url" => "drop.mda.reg_empty_url",
+            "reg_url_no_scheme" => "drop.mda.reg_url_no_scheme",
+            "reg_type_mismatch" => "drop.mda.reg_type_mismatch",
+            "reg_type_changed" => "drop.mda.reg_type_changed",
+            "dereg_bad_url" => "drop.mda.dereg_bad_url",
             _ => "drop.mda.refused",
         });
         self.ack(req, code);
     }
 
-    /// Send a reply to `req`'s source. Over UDP the reply is held to the
-    /// amplification budget: at most `max_datagram` octets and at most the
-    /// request's length × `amplification_factor` (CVE-2023-29552); a longer
-    /// one is truncated to whole entries with OVERFLOW set (RFC 2608 §7).
+    /// Send a reply that is not a list answer (an error, an ack, a
+    /// DAAdvert) to `req`'s source. Over UDP: whole up to the path's
+    /// payload, and above request × `amplification_factor` only while the
+    /// destination's reply budget lasts (CVE-2023-29552); else cut with
+    /// OVERFLOW (RFC 2608 §7).
     fn reply(&mut self, req: &Req, body: Body) {
         let mut header = Header::new(req.header.xid, req.header.lang.clone());
         let Src::Udp { from, .. } = req.src else {
@@ -2136,14 +2336,12 @@ impl Mda {
             }
             return;
         };
-        let budget = self
-            .cfg
-            .max_datagram
-            .min(req.len.saturating_mul(self.cfg.amplification_factor.max(1)));
         let Ok(mut m) = Message::new(header.clone(), body, vec![]) else {
             self.count("drop.mda.reply_unencodable");
             return;
         };
+        let len = m.buffer_len().min(self.udp_payload(from.addr));
+        let budget = self.udp_budget(req, from, len);
         if m.buffer_len() > budget {
             header.flags.overflow = true;
             let (_, body, _) = m.into_parts();
@@ -2159,6 +2357,81 @@ impl Mda {
             bytes: m.to_bytes(),
             reply: true,
         });
+    }
+
+    /// The most octets a UDP reply of `len` to `from` may have: the path's
+    /// payload if the reply is no longer than request ×
+    /// `amplification_factor` or the destination's budget has it; else
+    /// request × `amplification_factor` (counted).
+    fn udp_budget(&mut self, req: &Req, from: IpEndpoint, len: usize) -> usize {
+        let payload = self.udp_payload(from.addr);
+        let plain = req.len.saturating_mul(self.cfg.amplification_factor.max(1));
+        let len = len.min(reply::MAX_CUT);
+        if len <= plain || self.budgets.take(self.now, from.addr, len) {
+            return payload.max(len);
+        }
+        self.count("mda.reply_budget_cut");
+        plain.min(payload)
+    }
+
+    fn udp_payload(&self, to: IpAddress) -> usize {
+        match to {
+            IpAddress::Ipv4(_) => self.cfg.udp_payload_v4,
+            IpAddress::Ipv6(_) => self.cfg.udp_payload_v6,
+        }
+    }
+
+    /// Send a list answer to `req`'s source, cut to whole items: to what
+    /// the wire format carries (over TCP too: more than 65,535 URL entries,
+    /// or a list over 65,535 octets), and over UDP to the path's payload
+    /// (past libslp's MTU, so that it moves to TCP) and the destination's
+    /// reply budget. A cut answer has OVERFLOW set.
+    fn answer(&mut self, req: &Req, answer: Answer) {
+        let mut header = Header::new(req.header.xid, req.header.lang.clone());
+        let lens = answer.item_lens();
+        let mut prefix = Vec::with_capacity(lens.len() + 1);
+        prefix.push(header.buffer_len() + answer.fixed_len());
+        for l in &lens {
+            let last = prefix[prefix.len() - 1];
+            prefix.push(last + l);
+        }
+        let total = |k: usize| prefix[k];
+        let all = answer.len();
+        let format = answer.format_max(&lens);
+        if format < all {
+            self.count("mda.reply_format_cut");
+        }
+        let n = match req.src {
+            Src::Tcp(_) => format,
+            Src::Udp { from, .. } => {
+                let payload = self.udp_payload(from.addr);
+                let k = reply::udp_items(total, format, payload, self.cfg.max_datagram);
+                let budget = self.udp_budget(req, from, total(k));
+                if total(k) > budget {
+                    reply::fit(total, k, budget)
+                } else {
+                    k
+                }
+            }
+        };
+        if n < all {
+            header.flags.overflow = true;
+            if n < format {
+                self.count("mda.reply_truncated");
+            }
+        }
+        let Ok(m) = Message::new(header, answer.body(n), vec![]) else {
+            self.count("drop.mda.reply_unencodable");
+            return;
+        };
+        match req.src {
+            Src::Tcp(conn) => self.send_tcp(conn, &m),
+            Src::Udp { from, .. } => self.transmits.push_back(Transmit::Udp {
+                to: from,
+                bytes: m.to_bytes(),
+                reply: true,
+            }),
+        }
     }
 
     fn send_tcp(&mut self, conn: ConnId, m: &Message) {
@@ -2187,6 +2460,23 @@ impl Mda {
 
     fn url_string(&self) -> SlpString {
         SlpString::new(self.cfg.url.clone()).unwrap_or_default()
+    }
+
+    /// A connection to or from `remote`, not yet established, idle timer
+    /// running.
+    fn new_conn(&self, now: Instant, remote: IpEndpoint, initiated: bool) -> Conn {
+        let mut timers = TimerTable::default();
+        timers.set(ConnTimer::Idle, now + self.cfg.timeout);
+        Conn {
+            remote,
+            initiated,
+            established: false,
+            peer: None,
+            timers,
+            rx: Vec::new(),
+            synced: false,
+            closing: false,
+        }
     }
 
     fn alloc_conn(&mut self) -> ConnId {
@@ -2236,61 +2526,43 @@ struct Req {
     len: usize,
 }
 
-/// A reply cut to `budget` octets: whole entries dropped from the end.
+/// A reply that is not a list answer cut to `budget` octets: a DAAdvert
+/// loses its attributes and blocks; anything else fits or is dropped.
 fn truncate(header: Header, body: Body, budget: usize) -> Option<Message> {
-    let fits = |b: &Body| {
-        Message::new(header.clone(), b.clone(), vec![])
+    let fits = |b: Body| {
+        Message::new(header.clone(), b, vec![])
             .ok()
             .filter(|m| m.buffer_len() <= budget)
     };
     match body {
-        Body::SrvRply(r) => {
-            let mut entries = r.entries.into_vec();
-            loop {
-                let b = Body::SrvRply(SrvRply {
-                    error: r.error,
-                    entries: list(entries.clone()),
-                });
-                if let Some(m) = fits(&b) {
-                    return Some(m);
-                }
-                entries.pop()?;
-            }
-        }
-        Body::AttrRply(r) => {
-            let mut attrs = r.attrs.attributes().to_vec();
-            loop {
-                let b = Body::AttrRply(AttrRply {
-                    error: r.error,
-                    attrs: AttrList::new(attrs.clone()).ok()?,
-                    auths: List::default(),
-                });
-                if let Some(m) = fits(&b) {
-                    return Some(m);
-                }
-                attrs.pop()?;
-            }
-        }
-        Body::SrvTypeRply(r) => {
-            let mut types = r.types.types().to_vec();
-            loop {
-                let b = Body::SrvTypeRply(SrvTypeRply {
-                    error: r.error,
-                    types: ServiceTypeList::new(types.clone()).ok()?,
-                });
-                if let Some(m) = fits(&b) {
-                    return Some(m);
-                }
-                types.pop()?;
-            }
-        }
         Body::DaAdvert(mut a) => {
             // Without its attributes a block no longer verifies: both go.
             a.attrs = AttrList::default();
             a.auths = List::default();
-            fits(&Body::DaAdvert(a))
+            fits(Body::DaAdvert(a))
         }
-        other => fits(&other),
+        other => fits(other),
+    }
+}
+
+/// Whether `url` is a URL an SA may (de)register: not empty, with a scheme
+/// (RFC 2608 §4), and for a `service:` URL of `service_type` (RFC 2608
+/// §8.3: the registration's type is the URL's). The counter's reason.
+fn check_url(url: &str, service_type: Option<&ServiceType>) -> Result<(), &'static str> {
+    if url.is_empty() {
+        return Err("reg_empty_url");
+    }
+    let Some(of_url) = slp::url::url_service_type(url) else {
+        return Err("reg_url_no_scheme");
+    };
+    let service_url = of_url
+        .get(..8)
+        .is_some_and(|p| p.eq_ignore_ascii_case("service:"));
+    match service_type {
+        Some(t) if service_url && !of_url.eq_ignore_ascii_case(t.as_str()) => {
+            Err("reg_type_mismatch")
+        }
+        _ => Ok(()),
     }
 }
 

@@ -19,8 +19,11 @@ use smoltcp::time::{Duration, Instant};
 use svcroute_stack::wire::slp::codec::Reader;
 use svcroute_stack::wire::slp::url::{encode_auths, read_auths};
 use svcroute_stack::wire::slp::{
-    AcceptId, AttrList, Attribute, AuthBlocks, LangTag, ScopeList, ServiceType, SlpString, TagList,
+    AcceptId, AttrList, Attribute, AuthBlocks, Filter, LangTag, ScopeList, ServiceType, SlpString,
+    TagList,
 };
+
+use super::index::{Id, Index};
 
 /// A registration's key: the URL and the primary language tag, lower-cased
 /// (RFC 2608 §8.1: dialects are the same language).
@@ -215,7 +218,8 @@ impl Reg {
         }
         self.lifetime = self.base_lifetime;
         self.expires = self.base_expires;
-        if !self.url_auths.is_empty() {
+        if !self.url_auths.is_empty() || self.updates.is_empty() {
+            // Shared with the base (a reference count, not a copy).
             self.attrs = self.base_attrs.clone();
             return;
         }
@@ -354,36 +358,83 @@ pub struct StateRecord {
     pub updates: Vec<UpdateRecord>,
 }
 
-/// The database: states by key, and an expiry index.
+/// The database: states by key (in key order, for digests and
+/// snapshots), each in a slot; an expiry index and the query indexes
+/// ([`Index`]) by slot.
 #[derive(Debug, Default)]
 pub(super) struct Store {
-    regs: BTreeMap<Key, Reg>,
-    expiry: BTreeSet<(Instant, Key)>,
+    keys: BTreeMap<Key, Id>,
+    slots: Vec<Option<Reg>>,
+    free: Vec<Id>,
+    expiry: BTreeSet<(Instant, Id)>,
+    index: Index,
 }
 
 impl Store {
     /// Number of states, tombstones included.
     pub(super) fn len(&self) -> usize {
-        self.regs.len()
+        self.keys.len()
     }
 
     /// The state under `key`.
     pub(super) fn get(&self, key: &Key) -> Option<&Reg> {
-        self.regs.get(key)
+        self.keys.get(key).and_then(|id| self.slot(*id))
+    }
+
+    fn slot(&self, id: Id) -> Option<&Reg> {
+        self.slots.get(id as usize).and_then(Option::as_ref)
     }
 
     /// Every state, in key order.
     pub(super) fn iter(&self) -> impl Iterator<Item = (&Key, &Reg)> {
-        self.regs.iter()
+        self.keys
+            .iter()
+            .filter_map(|(k, id)| self.slot(*id).map(|r| (k, r)))
+    }
+
+    /// The states a SrvRqst for `stype` with `predicate` may match, in key
+    /// order: from the indexes (docs/mda.md, "Queries"); the caller checks
+    /// each against the request.
+    pub(super) fn candidates(&self, stype: &ServiceType, filter: Option<&Filter>) -> Vec<&Reg> {
+        let Some(ids) = self.index.candidates(stype, filter, self.len()) else {
+            return self.iter().map(|(_, r)| r).collect();
+        };
+        let mut regs: Vec<&Reg> = ids.into_iter().filter_map(|id| self.slot(id)).collect();
+        regs.sort_by(|a, b| {
+            a.url
+                .as_str()
+                .cmp(b.url.as_str())
+                .then_with(|| Key::new("", &a.lang).lang.cmp(&Key::new("", &b.lang).lang))
+        });
+        regs
     }
 
     /// Insert or replace.
     pub(super) fn put(&mut self, key: Key, reg: Reg) {
-        if let Some(old) = self.regs.get(&key) {
-            self.expiry.remove(&(old.expires, key.clone()));
+        if let Some(&id) = self.keys.get(&key) {
+            if let Some(old) = self.slots[id as usize].take() {
+                self.expiry.remove(&(old.expires, id));
+                if old.service_type != reg.service_type || old.attrs != reg.attrs {
+                    self.index.remove(id, &old.service_type, &old.attrs);
+                    self.index.add(id, &reg.service_type, &reg.attrs);
+                }
+            }
+            self.expiry.insert((reg.expires, id));
+            self.slots[id as usize] = Some(reg);
+            return;
         }
-        self.expiry.insert((reg.expires, key.clone()));
-        self.regs.insert(key, reg);
+        let id = match self.free.pop() {
+            Some(id) => id,
+            None => {
+                // NOTE: at most max_registrations (far below 2^32) slots.
+                self.slots.push(None);
+                (self.slots.len() - 1) as Id
+            }
+        };
+        self.index.add(id, &reg.service_type, &reg.attrs);
+        self.expiry.insert((reg.expires, id));
+        self.slots[id as usize] = Some(reg);
+        self.keys.insert(key, id);
     }
 
     /// The earliest expiry.
@@ -398,12 +449,17 @@ impl Store {
             if *t > now {
                 break;
             }
-            let Some((_, key)) = self.expiry.pop_first() else {
+            let Some((_, id)) = self.expiry.pop_first() else {
                 break;
             };
-            if let Some(r) = self.regs.remove(&key) {
-                out.push((key, r));
-            }
+            let Some(r) = self.slots.get_mut(id as usize).and_then(Option::take) else {
+                continue;
+            };
+            self.index.remove(id, &r.service_type, &r.attrs);
+            self.free.push(id);
+            let key = Key::new(r.url.as_str(), &r.lang);
+            self.keys.remove(&key);
+            out.push((key, r));
         }
         out
     }

@@ -586,24 +586,40 @@ fn srv_type_rqst_by_naming_authority() {
 }
 
 #[test]
-fn udp_replies_never_exceed_the_amplification_budget() {
-    let mut d = da();
-    for i in 0..40 {
+fn udp_replies_fit_the_path_and_reflection_is_bounded_per_destination() {
+    let mut d = Mda::new(
+        Config {
+            reply_budget: 6000,
+            reply_budget_per_s: 100,
+            ..cfg(1, "x,y")
+        },
+        T0,
+        &[],
+    );
+    for i in 0..200 {
         let url = format!("service:printer:lpr://h{i:03}");
         assert_eq!(ack(&mut d, T0, &reg(&url, "")), ErrorCode::Ok);
     }
     let q = rqst("service:printer", "x", "");
     let qlen = q.buffer_len();
-    d.handle_udp(T0, SA, &q.to_bytes(), false);
-    let (_, tx) = drain(&mut d);
-    let [Transmit::Udp { bytes, .. }] = tx.as_slice() else {
-        panic!()
+    let reply = |d: &mut Mda, from: IpEndpoint| {
+        d.handle_udp(T0, from, &q.to_bytes(), false);
+        let (_, tx) = drain(d);
+        let [Transmit::Udp { bytes, to, .. }] = tx.as_slice() else {
+            panic!("{tx:?}")
+        };
+        assert_eq!(*to, from);
+        bytes.clone()
     };
-    assert!(bytes.len() <= 2 * qlen, "{} > 2 × {qlen}", bytes.len());
-    let m = Message::parse(bytes).unwrap();
+    // 200 entries do not fit a datagram: whole entries up to the path's
+    // UDP payload, past libslp's 1400 octets (it then asks over TCP), and
+    // OVERFLOW for the others.
+    let bytes = reply(&mut d, SA);
+    assert!(bytes.len() > 1400 && bytes.len() <= 1472, "{}", bytes.len());
+    let m = Message::parse(&bytes).unwrap();
     assert!(m.header().flags.overflow);
     let Body::SrvRply(r) = m.body() else { panic!() };
-    assert!(!r.entries.is_empty() && r.entries.len() < 40);
+    assert!(!r.entries.is_empty() && r.entries.len() < 200);
     // Over TCP the whole answer comes back.
     let c = d.tcp_accepted(T0, SA).unwrap();
     d.handle_tcp(T0, c, &q.to_bytes());
@@ -614,8 +630,28 @@ fn udp_replies_never_exceed_the_amplification_budget() {
     let m = Message::parse(bytes).unwrap();
     assert!(!m.header().flags.overflow);
     let Body::SrvRply(r) = m.body() else { panic!() };
-    assert_eq!(r.entries.len(), 40);
+    assert_eq!(r.entries.len(), 200);
     assert!(d.counters()["mda.reply_truncated"] >= 1);
+    // Reflection: the destination's budget (6000 octets) is spent after
+    // four such replies; then replies are held to 2 × the request, still
+    // with OVERFLOW, and counted. Another destination has its own budget.
+    let sizes: Vec<usize> = (0..8).map(|_| reply(&mut d, SA).len()).collect();
+    let total: usize = sizes.iter().sum();
+    assert!(
+        total <= 6000 + 8 * 2 * qlen,
+        "{sizes:?}: the budget bounds what one address gets"
+    );
+    assert!(sizes[7] <= 2 * qlen, "{sizes:?}");
+    assert!(
+        Message::parse(&reply(&mut d, SA))
+            .unwrap()
+            .header()
+            .flags
+            .overflow
+    );
+    assert!(d.counters()["mda.reply_budget_cut"] >= 4);
+    let other = IpEndpoint::new(ip(42), 4000);
+    assert!(reply(&mut d, other).len() > 1400);
 }
 
 #[test]

@@ -12,8 +12,8 @@ use smoltcp::socket::udp;
 use smoltcp::time::{Duration, Instant};
 use smoltcp::wire::{IpAddress, IpEndpoint};
 use svcroute_mda::driver::{Mda, MdaConfig, MemStore};
-use svcroute_stack::phy::sim::{ipv4, NodeId, SegmentConfig, SegmentId, Sim, SimLink, SimPort};
 use svcroute_stack::runtime::{Context, Node, Role};
+use svcroute_stack::sim::{ipv4, NodeId, SegmentConfig, SegmentId, Sim, SimLink, SimPort};
 use svcroute_stack::wire::slp::{Body, ErrorCode, LangTag, Message};
 
 /// A tiny SA: keeps a window of SrvReg/SrvDeReg datagrams outstanding,
