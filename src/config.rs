@@ -6,6 +6,9 @@
 //!
 //! [[port]]                             # one per TAP
 //! tap = "h1-0"                         # existing TAP device (≤ 15 bytes)
+//! link = "tap"                         # optional: "packet" opens the interface
+//!                                      #   named by `tap` (a veth, a VM's eth0)
+//!                                      #   with AF_PACKET rings instead
 //! name = "eth0"                        # optional, default eth<index>
 //! mac = "02:00:00:00:00:01"            # optional, derived from name + index
 //! addrs = ["10.0.1.2/24", "fd00:1::2/64"]
@@ -43,6 +46,20 @@ pub(crate) struct PortFile {
     pub(crate) offload: bool,
     #[serde(default)]
     pub(crate) max_burst: usize,
+    #[serde(default)]
+    pub(crate) link: LinkKind,
+}
+
+/// How a port reaches its interface.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum LinkKind {
+    /// A TAP device (`phy::tap`).
+    #[default]
+    Tap,
+    /// Any interface through an AF_PACKET socket with mapped rings
+    /// (`phy::packet`): a veth, a microVM's `eth0`.
+    Packet,
 }
 
 /// A whole node file for the role whose section is `R`.
@@ -108,7 +125,10 @@ pub(crate) fn shim_role(f: &ShimFile) -> Result<(PortConfig, svcroute_host::rosa
         addrs: cfg.addrs.clone(),
         gateways: cfg.gateways.clone(),
     };
-    let role = svcroute_host::rosa::tun::TunShim::new(&f.shim, info)
+    let mut shim = f.shim.clone();
+    // A fresh flow-label key per start, unless the file fixes one.
+    shim.flow_label_seed.get_or_insert(fresh_seed()?);
+    let role = svcroute_host::rosa::tun::TunShim::new(&shim, info)
         .map_err(|e| anyhow::anyhow!("[shim]: {e}"))?;
     Ok((cfg, role))
 }
@@ -226,6 +246,9 @@ pub(crate) fn port_config(node: &str, index: usize, p: &PortFile) -> Result<Port
             .with_context(|| format!("key `mac`: {m:?} is not a unicast MAC address"))?,
         None => derived_mac(node, index),
     };
+    if p.offload && p.link == LinkKind::Packet {
+        bail!("key `offload`: virtio-net offloads are a TAP's; not with link = \"packet\"");
+    }
     if p.addrs.len() > MAX_ADDRS {
         bail!("key `addrs`: at most {MAX_ADDRS} addresses per port");
     }
@@ -261,6 +284,16 @@ pub(crate) fn port_config(node: &str, index: usize, p: &PortFile) -> Result<Port
 /// 64 bits from the system's random source, for smoltcp's random numbers
 /// (initial sequence numbers differ across restarts of the same node) and
 /// the nSFF's first transaction ID.
+/// The wall clock now, µs since the UNIX epoch: the `epoch_us` of a role
+/// whose monotonic clock starts at 0 just after it is built (as
+/// `stack::runtime::run`'s does), for its replay-protected sequence numbers.
+#[allow(clippy::disallowed_methods)] // the binary is where real time enters
+pub(crate) fn wall_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
+
 pub(crate) fn fresh_seed() -> Result<u64> {
     use ring::rand::SecureRandom;
     let mut b = [0; 8];

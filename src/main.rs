@@ -2,25 +2,45 @@
 
 #![forbid(unsafe_code)]
 
+use std::fs::File;
 use std::net::Ipv6Addr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context as _, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use serde_json::Value;
+use svcroute_stack::phy::impair::ImpairLink;
+use svcroute_stack::phy::packet::PacketLink;
 use svcroute_stack::phy::pcap::PcapLink;
 use svcroute_stack::phy::tap::TapLink;
 use svcroute_stack::phy::Link;
 use svcroute_stack::runtime::{self, Node, Role, RunOptions};
 
+/// `println!` for the CLI's output: a reader that went away (`| head -0`,
+/// `| grep -q`) ends the process quietly, as SIGPIPE ends a C tool.
+macro_rules! outln {
+    ($($t:tt)*) => {
+        $crate::print_out(format_args!("{}\n", format_args!($($t)*)))
+    };
+}
+
+/// `print!` for the CLI's output (see [`outln!`]).
+macro_rules! out {
+    ($($t:tt)*) => {
+        $crate::print_out(format_args!($($t)*))
+    };
+}
+
 mod config;
 mod lab;
 mod slp;
 mod tun;
+mod vm;
 
-use config::NodeFile;
+use config::{LinkKind, NodeFile};
 
 /// Default directory of node control sockets.
 pub(crate) const CTL_DIR: &str = "/run/svcroute";
@@ -63,6 +83,24 @@ enum Cmd {
         /// no `state_file` is set).
         #[arg(long)]
         state_dir: Option<PathBuf>,
+        /// Boot the node as a QEMU microVM instead (docs/microvm.md): its
+        /// TAPs become the VM's NICs, the control socket reaches the node
+        /// over a virtio-serial port, --pcap records at the NICs.
+        #[arg(long)]
+        vm: bool,
+        /// With --vm: guest memory in MiB [default: 96, the smallest every
+        /// role runs with, see docs/microvm.md].
+        #[arg(long, value_name = "MIB", requires = "vm",
+              value_parser = clap::value_parser!(u32).range(32..=16_384))]
+        vm_memory_mib: Option<u32>,
+        /// With --vm: the image directory (vmlinuz, initrd.img) [default:
+        /// $SVCROUTE_VM_IMAGE, else microvm/ beside this binary].
+        #[arg(long, value_name = "DIR", requires = "vm")]
+        vm_image: Option<PathBuf>,
+        /// With --vm: the accelerator [default: kvm if a probe boot works
+        /// here, else tcg].
+        #[arg(long, value_name = "ACCEL", requires = "vm")]
+        vm_accel: Option<vm::Accel>,
     },
     /// Check a node configuration file and exit.
     Check {
@@ -176,8 +214,8 @@ struct ShimArgs {
     pcap: Option<PathBuf>,
 }
 
-#[derive(Clone, Copy, ValueEnum)]
-enum RoleName {
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum RoleName {
     /// Endpoint: HTTP server and client, UDP echo.
     Host,
     /// Path-based (bit-field) fabric switch of RFC 8677 name-based SFC.
@@ -202,6 +240,10 @@ fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
         .format_timestamp_micros()
         .init();
+    // Inside a microVM this binary is the init (docs/microvm.md).
+    if std::process::id() == 1 {
+        return vm::guest::main();
+    }
     let cli = Cli::parse();
     let r = match cli.cmd {
         Cmd::Run {
@@ -210,7 +252,35 @@ fn main() -> ExitCode {
             pcap,
             ctl,
             state_dir,
-        } => run(role, &config, pcap.as_deref(), ctl, state_dir),
+            vm: false,
+            ..
+        } => run(
+            role,
+            &config,
+            pcap.as_deref(),
+            Control::Socket(ctl),
+            state_dir,
+        ),
+        Cmd::Run {
+            role,
+            config,
+            pcap,
+            ctl,
+            vm_memory_mib,
+            vm_image,
+            vm_accel,
+            ..
+        } => vm::host::run(
+            role,
+            &config,
+            pcap.as_deref(),
+            ctl,
+            vm::host::VmOptions {
+                memory_mib: vm_memory_mib,
+                image: vm_image,
+                accel: vm_accel,
+            },
+        ),
         Cmd::Check { role, config } => check(role, &config),
         Cmd::Ctl {
             node,
@@ -237,7 +307,31 @@ fn main() -> ExitCode {
     }
 }
 
+/// Write the CLI's output to stdout. If the reader is gone (EPIPE) the
+/// process exits at once with status 141 (128 + SIGPIPE, what a shell shows
+/// for a C tool killed by it) and no message; another write error is
+/// reported and exits 1. Never a panic: Rust ignores SIGPIPE, so `println!`
+/// would panic (and abort, in release) on a closed pipe.
+pub(crate) fn print_out(args: std::fmt::Arguments<'_>) {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    if let Err(e) = stdout.write_fmt(args).and_then(|()| stdout.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(141);
+        }
+        eprintln!("svcroute: writing the output: {e}");
+        std::process::exit(1);
+    }
+}
+
 fn check(role: RoleName, path: &Path) -> Result<()> {
+    validate(role, path)?;
+    outln!("{}: ok", path.display());
+    Ok(())
+}
+
+/// Load and validate the node file at `path` for `role`, starting nothing.
+pub(crate) fn validate(role: RoleName, path: &Path) -> Result<()> {
     match role {
         RoleName::Host => {
             let f: config::HostFile = config::load(path)?;
@@ -279,21 +373,53 @@ fn check(role: RoleName, path: &Path) -> Result<()> {
             config::shim_role(&f).map_err(|e| anyhow::anyhow!("{}: {e:#}", path.display()))?;
         }
     }
-    println!("{}: ok", path.display());
     Ok(())
 }
 
-fn run(
+/// Where a node takes its control requests.
+pub(crate) enum Control {
+    /// The control socket at this path [default: /run/svcroute/<name>.sock].
+    Socket(Option<PathBuf>),
+    /// A microVM's virtio-serial port (the host maps it to the socket).
+    Serial(Arc<File>),
+}
+
+impl Control {
+    fn options(self, name: &str, busy_poll_us: u64) -> RunOptions {
+        let busy_poll = Duration::from_micros(busy_poll_us);
+        match self {
+            Self::Socket(path) => RunOptions {
+                control: Some(
+                    path.unwrap_or_else(|| Path::new(CTL_DIR).join(format!("{name}.sock"))),
+                ),
+                busy_poll,
+                ..RunOptions::default()
+            },
+            Self::Serial(port) => RunOptions {
+                control_serial: Some(port),
+                busy_poll,
+                ..RunOptions::default()
+            },
+        }
+    }
+}
+
+pub(crate) fn run(
     role: RoleName,
     path: &Path,
     pcap: Option<&Path>,
-    ctl: Option<PathBuf>,
+    ctl: Control,
     state_dir: Option<PathBuf>,
 ) -> Result<()> {
     match role {
         RoleName::Host => {
             let f: config::HostFile = config::load(path)?;
-            let role = svcroute_host::Host::new(&f.name, f.host.clone())
+            let mut host = f.host.clone();
+            // A fresh flow-label key per start, unless the file fixes one.
+            host.sticky
+                .flow_label_seed
+                .get_or_insert(config::fresh_seed()?);
+            let role = svcroute_host::Host::new(&f.name, host)
                 .map_err(|e| anyhow::anyhow!("{}: [host]: {e}", path.display()))?;
             run_node(&f, role, pcap, ctl)
         }
@@ -305,13 +431,17 @@ fn run(
                 .enumerate()
                 .map(|(i, p)| config::port_config(&f.name, i, p).map(|c| c.mac))
                 .collect::<Result<Vec<_>>>()?;
-            let role = svcroute_fwd::Fwd::new(&f.fwd, &macs)
+            let mut cfg = f.fwd.clone();
+            cfg.epoch_us = config::wall_us();
+            let role = svcroute_fwd::Fwd::new(&cfg, &macs)
                 .map_err(|e| anyhow::anyhow!("{}: [fwd]: {e}", path.display()))?;
             run_node(&f, role, pcap, ctl)
         }
         RoleName::Nr => {
             let f: config::NrFile = config::load(path)?;
-            let role = svcroute_nr::Nr::new(f.nr.clone())
+            let mut cfg = f.nr.clone();
+            cfg.epoch_us = config::wall_us();
+            let role = svcroute_nr::Nr::new(cfg)
                 .map_err(|e| anyhow::anyhow!("{}: [nr]: {e}", path.display()))?;
             run_node(&f, role, pcap, ctl)
         }
@@ -327,6 +457,7 @@ fn run(
             // Not the IDs of an earlier run, which peers may still hold as
             // closed: a random start among the 2^24 counters.
             cfg.first_txn = config::fresh_seed()? as u32;
+            cfg.epoch_us = config::wall_us();
             let role = svcroute_nsff::Nsff::new(cfg)
                 .map_err(|e| anyhow::anyhow!("{}: [nsff]: {e}", path.display()))?;
             run_node(&f, role, pcap, ctl)
@@ -402,21 +533,23 @@ fn shim(a: ShimArgs) -> Result<()> {
     root.insert("shim".into(), shim.into());
     let text = toml::to_string(&root).context("building the node file")?;
     let f: config::ShimFile = config::parse_str(&text, "svcroute shim")?;
-    run_shim(&f, "svcroute shim", a.pcap.as_deref(), a.ctl)
+    run_shim(
+        &f,
+        "svcroute shim",
+        a.pcap.as_deref(),
+        Control::Socket(a.ctl),
+    )
 }
 
 /// Run a shim node: the TAP (port 0) and a TUN (port 1) given to the
 /// kernel client's namespace, with the names in its hosts file while it runs.
-fn run_shim(
-    f: &config::ShimFile,
-    origin: &str,
-    pcap: Option<&Path>,
-    ctl: Option<PathBuf>,
-) -> Result<()> {
-    let (mut wire, role) = config::shim_role(f).map_err(|e| anyhow::anyhow!("{origin}: {e:#}"))?;
+fn run_shim(f: &config::ShimFile, origin: &str, pcap: Option<&Path>, ctl: Control) -> Result<()> {
+    let (mut wire, mut role) =
+        config::shim_role(f).map_err(|e| anyhow::anyhow!("{origin}: {e:#}"))?;
     let p = &f.ports[0];
     let tap = TapLink::open(&p.tap, p.offload)?;
     wire.mtu = tap.mtu();
+    role.set_wire_mtu(tap.mtu());
     let mtu = svcroute_host::rosa::tun::tun_mtu(tap.mtu());
     let link = tun::TunLink::create(mtu)?;
     // NOTE(unwrap): `shim_role` validated the config, `netns` included.
@@ -445,30 +578,27 @@ fn run_shim(
     );
     let kernel = config::shim_tun_port(f, mtu)?;
     let ports = vec![
-        (wire, with_pcap(tap, pcap, 0)?),
-        (kernel, with_pcap(link, pcap, 1)?),
+        (wire, wrap_link(tap, pcap, 0)?),
+        (kernel, wrap_link(link, pcap, 1)?),
     ];
-    let control = ctl.unwrap_or_else(|| Path::new(CTL_DIR).join(format!("{}.sock", f.name)));
+    let opts = ctl.options(&f.name, f.busy_poll_us);
     let mut node = Node::new(f.name.as_str(), ports, role, smoltcp::time::Instant::ZERO);
-    log::info!("node {} up, control socket {}", f.name, control.display());
-    let exit = runtime::run(
-        &mut node,
-        &RunOptions {
-            control: Some(control),
-            busy_poll: Duration::from_micros(f.busy_poll_us),
-        },
-    )
-    .context("node stopped on an I/O error")?;
+    log::info!("node {} up, {}", f.name, describe(&opts));
+    let exit = runtime::run(&mut node, &opts).context("node stopped on an I/O error")?;
     log::info!("node {} stopped ({exit:?}); removing {hosts_path}", f.name);
     Ok(())
 }
 
-/// `link`, recording to `pcap` (port N > 0: `pcap.N`) if asked.
-fn with_pcap<L: Link + 'static>(
+/// `link`, recording to `pcap` (port N > 0: `pcap.N`) if asked, under an
+/// impairment layer (`ctl <node> impair`, off until set) so the capture
+/// shows frames as they leave.
+fn wrap_link<L: Link + 'static>(
     link: L,
     pcap: Option<&Path>,
     index: usize,
 ) -> Result<Box<dyn Link>> {
+    let seed = config::fresh_seed()?;
+    // One box around the whole stack of wrappers: one dynamic call per frame.
     Ok(match pcap {
         Some(path) => {
             let path = if index == 0 {
@@ -478,9 +608,9 @@ fn with_pcap<L: Link + 'static>(
                 s.push(format!(".{index}"));
                 PathBuf::from(s)
             };
-            Box::new(PcapLink::create(link, &path)?)
+            Box::new(ImpairLink::new(PcapLink::create(link, &path)?, seed))
         }
-        None => Box::new(link),
+        None => Box::new(ImpairLink::new(link, seed)),
     })
 }
 
@@ -488,28 +618,19 @@ fn run_node<F: NodeFile, R: Role>(
     file: &F,
     role: R,
     pcap: Option<&Path>,
-    ctl: Option<PathBuf>,
+    ctl: Control,
 ) -> Result<()> {
     let mut ports = Vec::new();
     for (i, p) in file.ports().iter().enumerate() {
         let mut cfg = config::port_config(file.name(), i, p)?;
-        let tap = TapLink::open(&p.tap, p.offload)?;
-        cfg.mtu = tap.mtu();
-        let link: Box<dyn Link> = match pcap {
-            Some(path) => {
-                let path = if i == 0 {
-                    path.to_owned()
-                } else {
-                    let mut s = path.as_os_str().to_owned();
-                    s.push(format!(".{i}"));
-                    PathBuf::from(s)
-                };
-                Box::new(PcapLink::create(tap, &path)?)
-            }
-            None => Box::new(tap),
+        let (link, kind): (Box<dyn Link>, &str) = match p.link {
+            LinkKind::Tap => (Box::new(TapLink::open(&p.tap, p.offload)?), "TAP"),
+            LinkKind::Packet => (Box::new(PacketLink::open(&p.tap)?), "AF_PACKET"),
         };
+        cfg.mtu = link.mtu();
+        let link = wrap_link(link, pcap, i)?;
         log::info!(
-            "port {} on TAP {} mtu {} mac {} addrs [{}]{}",
+            "port {} on {kind} {} mtu {} mac {} addrs [{}]{}",
             cfg.name,
             p.tap,
             cfg.mtu,
@@ -519,23 +640,21 @@ fn run_node<F: NodeFile, R: Role>(
         );
         ports.push((cfg, link));
     }
-    let control = ctl.unwrap_or_else(|| Path::new(CTL_DIR).join(format!("{}.sock", file.name())));
+    let opts = ctl.options(file.name(), file.busy_poll_us());
     let mut node = Node::new(file.name(), ports, role, smoltcp::time::Instant::ZERO);
-    log::info!(
-        "node {} up, control socket {}",
-        file.name(),
-        control.display()
-    );
-    let exit = runtime::run(
-        &mut node,
-        &RunOptions {
-            control: Some(control),
-            busy_poll: Duration::from_micros(file.busy_poll_us()),
-        },
-    )
-    .context("node stopped on an I/O error")?;
+    log::info!("node {} up, {}", file.name(), describe(&opts));
+    let exit = runtime::run(&mut node, &opts).context("node stopped on an I/O error")?;
     log::info!("node {} stopped ({exit:?})", file.name());
     Ok(())
+}
+
+/// Where a node's control requests come from, for its log.
+fn describe(opts: &RunOptions) -> String {
+    match (&opts.control_serial, &opts.control) {
+        (Some(_), _) => "control over the VM's serial port".into(),
+        (None, Some(p)) => format!("control socket {}", p.display()),
+        (None, None) => "no control socket".into(),
+    }
 }
 
 /// Find the control socket of `node`: a path, `/run/svcroute/<node>.sock`, or
@@ -570,9 +689,9 @@ fn ctl(node: &str, args: &[String], json: bool, timeout: u64) -> Result<()> {
     let path = ctl_path(node)?;
     let v = svcroute_stack::ctl::request(&path, args, Duration::from_secs(timeout))?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        outln!("{}", serde_json::to_string_pretty(&v)?);
     } else {
-        print!("{}", render(&v));
+        out!("{}", render(&v));
     }
     if let Some(e) = v.get("error").and_then(Value::as_str) {
         bail!("{node}: {e}");

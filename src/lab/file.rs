@@ -1,4 +1,6 @@
 //! The lab file: format, validation, and the validated plan.
+//! (Over 800 lines: the format and every check of it are one room; half
+//! of the file is their tests.)
 //!
 //! Parsing happens in two steps. [`parse`] deserializes the TOML (unknown keys
 //! are errors that name the key and the line) and then checks everything that
@@ -15,6 +17,9 @@ use serde::{Deserialize, Serialize};
 use smoltcp::wire::{IpAddress, IpCidr};
 use toml::Spanned;
 
+use svcroute_stack::phy::impair::Shape;
+
+use super::impair::{self, Impairment};
 use crate::config;
 
 /// The lab embedded in the binary (`lab up` without a file).
@@ -40,12 +45,47 @@ pub(crate) const IFNAMSIZ_MAX: usize = 15;
 #[serde(deny_unknown_fields, bound = "C: Deserialize<'de>")]
 struct LabToml<C = Spanned<toml::Table>> {
     name: Spanned<String>,
+    /// `"auto"` (default): `lab up` generates the lab's pre-shared keys
+    /// (`super::keys`); `"none"`: the control planes run unkeyed.
+    #[serde(default)]
+    keys: Option<Spanned<String>>,
     #[serde(default, rename = "segment")]
     segments: Vec<SegmentToml>,
     #[serde(default, rename = "node")]
     nodes: Vec<NodeToml<C>>,
     #[serde(default, rename = "host")]
     hosts: Vec<HostToml>,
+    /// Machines the lab spans (`super::machine`).
+    #[serde(default, rename = "machine")]
+    machines: Vec<super::machine::MachineToml>,
+    #[serde(default, rename = "impair")]
+    impairs: Vec<ImpairToml>,
+}
+
+/// `[[impair]]`: a link impairment in force from `lab up` on.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ImpairToml {
+    link: Spanned<String>,
+    #[serde(default)]
+    down: Option<Spanned<bool>>,
+    /// A percentage: a number or a string (`"10%"`).
+    #[serde(default)]
+    loss: Option<Spanned<toml::Value>>,
+    // The node-side shape (node ports only): milliseconds, percentages,
+    // Mbit/s, as `lab link ... loss PCT delay MS ...` takes them.
+    #[serde(default)]
+    delay: Option<Spanned<toml::Value>>,
+    #[serde(default)]
+    jitter: Option<Spanned<toml::Value>>,
+    #[serde(default)]
+    reorder: Option<Spanned<toml::Value>>,
+    #[serde(default)]
+    duplicate: Option<Spanned<toml::Value>>,
+    #[serde(default)]
+    corrupt: Option<Spanned<toml::Value>>,
+    #[serde(default)]
+    rate: Option<Spanned<toml::Value>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -72,6 +112,19 @@ struct NodeToml<C> {
     /// Role `shim` only: the kernel host whose only link is this node's TUN.
     #[serde(default)]
     tun_host: Option<Spanned<String>>,
+    /// Boot the node as a QEMU microVM (`svcroute run --vm`).
+    #[serde(default)]
+    vm: Option<Spanned<bool>>,
+    /// With `vm`: guest memory in MiB.
+    #[serde(default)]
+    vm_memory_mib: Option<Spanned<u32>>,
+    /// How a process node reaches its segments: `tap` (default) or `packet`
+    /// (a veth pair, the node's end opened with AF_PACKET rings).
+    #[serde(default)]
+    link: Option<Spanned<String>>,
+    /// The `[[machine]]` the node runs on.
+    #[serde(default)]
+    machine: Option<Spanned<String>>,
 }
 
 impl LabToml<toml::Table> {
@@ -89,13 +142,20 @@ impl LabToml<toml::Table> {
                 pcap: n.pcap,
                 busy_poll_us: n.busy_poll_us,
                 tun_host: n.tun_host,
+                vm: n.vm,
+                vm_memory_mib: n.vm_memory_mib,
+                link: n.link,
+                machine: n.machine,
             })
             .collect();
         LabToml {
             name: self.name,
+            keys: self.keys,
             segments: self.segments,
             nodes,
             hosts: self.hosts,
+            machines: self.machines,
+            impairs: self.impairs,
         }
     }
 }
@@ -126,6 +186,9 @@ struct HostToml {
     wait_tcp: Vec<Spanned<String>>,
     #[serde(default)]
     hosts: Vec<Spanned<String>>,
+    /// The `[[machine]]` the host's namespace is on.
+    #[serde(default)]
+    machine: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -150,6 +213,16 @@ pub(crate) struct Lab {
     pub(crate) segments: Vec<Segment>,
     pub(crate) nodes: Vec<NodePlan>,
     pub(crate) hosts: Vec<HostPlan>,
+    /// The machines the lab spans, and this machine's part (`lab up --machine`).
+    #[serde(default)]
+    pub(crate) machines: super::machine::Machines,
+    /// `[[impair]]`s, applied by `up` before any node starts.
+    #[serde(default)]
+    pub(crate) impairs: Vec<Impairment>,
+    /// `keys = "auto"` (the default): `lab up` writes generated keys into
+    /// the node files (`super::keys`).
+    #[serde(default)]
+    pub(crate) keyed: bool,
 }
 
 /// One L2 segment: a bridge in the lab namespace.
@@ -170,12 +243,27 @@ pub(crate) struct NodePlan {
     /// Whether the node records `<rundir>/<node>.pcap`.
     #[serde(default)]
     pub(crate) pcap: bool,
+    /// Set when the node boots as a microVM.
+    #[serde(default)]
+    pub(crate) vm: Option<VmPlan>,
 }
 
-/// One node port: a TAP in the lab namespace, enslaved to a bridge.
+/// A node booted as a microVM.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct VmPlan {
+    /// Guest memory in MiB (`None`: the role's default).
+    pub(crate) memory_mib: Option<u32>,
+}
+
+/// One node port: a TAP in the lab namespace, enslaved to a bridge — or,
+/// for a `link = "packet"` node, a veth whose other end (`peer`) is.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct PortPlan {
+    /// The node's interface (a TAP, or its veth end).
     pub(crate) tap: String,
+    /// The veth end on the bridge (`<node>-<i>b`), for a packet port.
+    #[serde(default)]
+    pub(crate) peer: Option<String>,
     pub(crate) segment: String,
     pub(crate) bridge: String,
     pub(crate) addrs: Vec<String>,
@@ -243,7 +331,7 @@ pub(crate) fn host_netns(lab: &str, host: &str) -> String {
 // ---- parsing -----------------------------------------------------------------
 
 /// Where an error is: `line N` of the file, from a byte offset.
-fn line_of(text: &str, offset: usize) -> usize {
+pub(super) fn line_of(text: &str, offset: usize) -> usize {
     text.as_bytes()[..offset.min(text.len())]
         .iter()
         .filter(|&&b| b == b'\n')
@@ -278,10 +366,16 @@ pub(crate) fn check_name(what: &str, name: &str) -> Result<()> {
 
 /// Parse and validate a lab file. `origin` names the file in errors.
 pub(crate) fn parse(text: &str, origin: &str) -> Result<Lab> {
-    parse_inner(text).with_context(|| format!("lab file {origin}"))
+    parse_inner(text, None).with_context(|| format!("lab file {origin}"))
 }
 
-fn parse_inner(text: &str) -> Result<Lab> {
+/// [`parse`], naming the namespaces for `machine`'s part of a lab that
+/// spans machines (`svl-<lab>-<machine>`, see `super::machine`).
+pub(crate) fn parse_for(text: &str, origin: &str, machine: Option<&str>) -> Result<Lab> {
+    parse_inner(text, machine).with_context(|| format!("lab file {origin}"))
+}
+
+fn parse_inner(text: &str, machine: Option<&str>) -> Result<Lab> {
     // A `[node.config.x]` table without a `[node.config]` line before it
     // creates `[node.config]` implicitly, and the toml crate has no span for
     // an implicit table: deserializing it as `Spanned` fails with "expected
@@ -299,7 +393,19 @@ fn parse_inner(text: &str) -> Result<Lab> {
     check_name("lab", file.name.get_ref())
         .with_context(|| format!("{}: key `name`", cx.at(&file.name)))?;
     let lab = file.name.get_ref().clone();
-    let netns = lab_netns(&lab);
+    let ns_lab = super::machine::instance(&lab, machine);
+    let netns = lab_netns(&ns_lab);
+    let keyed = match &file.keys {
+        None => true,
+        Some(k) => match k.get_ref().as_str() {
+            "auto" => true,
+            "none" => false,
+            other => bail!(
+                "{}: key `keys`: {other:?} is neither \"auto\" (generate the lab's keys) nor \"none\"",
+                cx.at(k)
+            ),
+        },
+    };
 
     // Segments.
     let mut segments: Vec<Segment> = Vec::new();
@@ -395,6 +501,46 @@ fn parse_inner(text: &str) -> Result<Lab> {
                 cx.at(&n.name)
             );
         }
+        let packet = match &n.link {
+            None => false,
+            Some(l) if l.get_ref() == "tap" => false,
+            Some(l) if l.get_ref() == "packet" => true,
+            Some(l) => bail!(
+                "{}: [[node]] {name:?} key `link`: {:?} is neither \"tap\" nor \"packet\"",
+                cx.at(l),
+                l.get_ref()
+            ),
+        };
+        let vm = n.vm.as_ref().is_some_and(|v| *v.get_ref());
+        if let (false, Some(m)) = (vm, &n.vm_memory_mib) {
+            bail!(
+                "{}: [[node]] {name:?} key `vm_memory_mib`: only with `vm = true`",
+                cx.at(m)
+            );
+        }
+        if let Some(m) = &n.vm_memory_mib {
+            if !(32..=16_384).contains(m.get_ref()) {
+                bail!(
+                    "{}: [[node]] {name:?} key `vm_memory_mib`: {} is not in 32..=16384",
+                    cx.at(m),
+                    m.get_ref()
+                );
+            }
+        }
+        if vm && packet {
+            bail!(
+                "{}: [[node]] {name:?}: a VM node's NICs are TAPs (the guest reaches its NIC \
+                 over AF_PACKET itself); drop `link`",
+                cx.at(&n.name)
+            );
+        }
+        if vm && role == "shim" {
+            bail!(
+                "{}: [[node]] {name:?}: role \"shim\" cannot run in a VM (its TUN serves a \
+                 kernel namespace of the host)",
+                cx.at(&n.name)
+            );
+        }
         let mut ports = Vec::new();
         let mut port_tables = Vec::new();
         for (i, p) in n.ports.iter().enumerate() {
@@ -440,8 +586,12 @@ fn parse_inner(text: &str) -> Result<Lab> {
                 toml::Value::Array(gateways.into_iter().map(Into::into).collect()),
             );
             t.insert("offload".into(), p.offload.into());
+            if packet {
+                t.insert("link".into(), "packet".into());
+            }
             port_tables.push(toml::Value::Table(t));
             ports.push(PortPlan {
+                peer: packet.then(|| format!("{tap}b")),
                 tap,
                 segment: seg.name.clone(),
                 bridge: seg.bridge.clone(),
@@ -496,7 +646,7 @@ fn parse_inner(text: &str) -> Result<Lab> {
                     .and_then(toml::Value::as_str)
                     .unwrap_or("rosa0")
                     .to_owned();
-                role_section.insert("netns".into(), host_netns(&lab, h.get_ref()).into());
+                role_section.insert("netns".into(), host_netns(&ns_lab, h.get_ref()).into());
                 let plan = TunPlan {
                     node: name.clone(),
                     name: tun_name,
@@ -539,6 +689,9 @@ fn parse_inner(text: &str) -> Result<Lab> {
             ports,
             config_text,
             pcap: n.pcap,
+            vm: vm.then(|| VmPlan {
+                memory_mib: n.vm_memory_mib.as_ref().map(|m| *m.get_ref()),
+            }),
         });
     }
 
@@ -645,7 +798,7 @@ fn parse_inner(text: &str) -> Result<Lab> {
         }
         hosts.push(HostPlan {
             name: name.clone(),
-            netns: host_netns(&lab, name),
+            netns: host_netns(&ns_lab, name),
             ifaces,
             commands,
             wait_tcp,
@@ -665,9 +818,17 @@ fn parse_inner(text: &str) -> Result<Lab> {
             )
         })
         .chain(nodes.iter().flat_map(|n| {
-            n.ports
-                .iter()
-                .map(|p| (p.tap.clone(), format!("the TAP of node {:?}", n.name)))
+            n.ports.iter().flat_map(|p| {
+                let (what, peer) = match &p.peer {
+                    Some(peer) => (
+                        "veth",
+                        Some((peer.clone(), format!("the veth of node {:?}", n.name))),
+                    ),
+                    None => ("TAP", None),
+                };
+                std::iter::once((p.tap.clone(), format!("the {what} of node {:?}", n.name)))
+                    .chain(peer)
+            })
         }))
         .chain(hosts.iter().flat_map(|h| {
             h.ifaces
@@ -686,13 +847,115 @@ fn parse_inner(text: &str) -> Result<Lab> {
         }
     }
 
-    Ok(Lab {
-        name: lab,
+    let placed = file
+        .nodes
+        .iter()
+        .map(|n| ("node", &n.name, n.machine.as_ref()))
+        .chain(
+            file.hosts
+                .iter()
+                .map(|h| ("host", &h.name, h.machine.as_ref())),
+        )
+        .collect::<Vec<_>>();
+    let machines = super::machine::validate(
+        text,
+        &file.machines,
+        &placed,
+        &super::machine::Parts {
+            segments: &segments,
+            nodes: &nodes,
+            hosts: &hosts,
+            ifnames: &ifnames,
+        },
+    )?;
+
+    let mut plan = Lab {
+        name: ns_lab,
         netns,
         segments,
         nodes,
         hosts,
-    })
+        machines,
+        impairs: Vec::new(),
+        keyed,
+    };
+    plan.impairs = impairs(&file.impairs, &plan, &cx)?;
+    Ok(plan)
+}
+
+/// Check the `[[impair]]`s against the planned lab.
+fn impairs(tables: &[ImpairToml], lab: &Lab, cx: &Ctx<'_>) -> Result<Vec<Impairment>> {
+    let mut out: Vec<Impairment> = Vec::new();
+    let mut lines: BTreeMap<String, String> = BTreeMap::new();
+    for t in tables {
+        let at = |s: &Spanned<String>| format!("{}: [[impair]] key `link`", cx.at(s));
+        let link = impair::resolve(lab, t.link.get_ref()).with_context(|| at(&t.link))?;
+        // The node-side shape: `delay = 10` is `delay 10` of `lab link`.
+        let keys = [
+            ("delay", &t.delay),
+            ("jitter", &t.jitter),
+            ("reorder", &t.reorder),
+            ("duplicate", &t.duplicate),
+            ("corrupt", &t.corrupt),
+            ("rate", &t.rate),
+        ];
+        let mut args = Vec::new();
+        let mut first = None;
+        for (key, v) in keys {
+            let Some(v) = v else { continue };
+            first.get_or_insert_with(|| cx.at(v));
+            args.push(key.to_owned());
+            args.push(value_text(v.get_ref()));
+        }
+        let shape = Shape::parse(&args).map_err(|e| {
+            anyhow::anyhow!(
+                "{}: [[impair]] {:?}: {e}",
+                first.clone().unwrap_or_default(),
+                link.name
+            )
+        })?;
+        impair::check_shape(&link, &shape).map_err(|e| {
+            anyhow::anyhow!("{}: [[impair]]: {e:#}", first.clone().unwrap_or_default())
+        })?;
+        let loss_bp = match &t.loss {
+            None => 0,
+            Some(v) => impair::parse_pct(&value_text(v.get_ref()))
+                .with_context(|| format!("{}: [[impair]] {:?} key `loss`", cx.at(v), link.name))?,
+        };
+        let down = t.down.as_ref().is_some_and(|d| *d.get_ref());
+        if !down && loss_bp == 0 && shape.is_none() {
+            bail!(
+                "{}: [[impair]] {:?} imposes nothing: give `down = true`, `loss` or a shape \
+                 (`delay`, ...)",
+                cx.at(&t.link),
+                link.name
+            );
+        }
+        if let Some(prev) = lines.insert(link.name.clone(), cx.at(&t.link)) {
+            bail!(
+                "{}: link {:?} is already impaired ({prev}): one [[impair]] per link",
+                at(&t.link),
+                link.name
+            );
+        }
+        out.push(Impairment {
+            link: link.name,
+            down,
+            loss_bp,
+            shape,
+        });
+    }
+    Ok(out)
+}
+
+/// A TOML number or string as `lab link` would take it.
+fn value_text(v: &toml::Value) -> String {
+    match v {
+        toml::Value::Integer(i) => i.to_string(),
+        toml::Value::Float(f) => f.to_string(),
+        toml::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
 }
 
 /// The fabric generator's view of the nodes (`super::fabric`); one entry
@@ -1059,6 +1322,119 @@ gateways = ["10.0.0.1", "fd00::1"]
         );
         let e = err(&no_shim);
         assert!(e.contains("no [[host.iface]]"), "{e}");
+    }
+
+    #[test]
+    fn vm_and_packet_nodes_are_planned_and_checked() {
+        let with =
+            |keys: &str| GOOD.replace("role = \"host\"\n", &format!("role = \"host\"\n{keys}"));
+        let lab = parse(&with("vm = true\nvm_memory_mib = 112\n"), "vm.toml").unwrap();
+        let n = &lab.nodes[0];
+        assert_eq!(n.vm.as_ref().and_then(|v| v.memory_mib), Some(112));
+        assert!(
+            n.ports.iter().all(|p| p.peer.is_none()),
+            "a VM's NICs are TAPs"
+        );
+        assert!(!n.config_text.contains("link"), "{}", n.config_text);
+
+        let text = with("link = \"packet\"\n").replace("offload = true\n", "");
+        let lab = parse(&text, "pkt.toml").unwrap();
+        let n = &lab.nodes[0];
+        assert!(n.vm.is_none());
+        assert_eq!(n.ports[0].peer.as_deref(), Some("h1-0b"));
+        let f: config::HostFile = config::parse_str(&n.config_text, "gen").unwrap();
+        assert!(f.ports.iter().all(|p| p.link == config::LinkKind::Packet));
+
+        let e = err(&with("link = \"packet\"\n"));
+        assert!(e.contains("offload"), "offload is a TAP's: {e}");
+        let e = err(&with("vm = true\nlink = \"packet\"\n"));
+        assert!(e.contains("drop `link`"), "{e}");
+        let e = err(&with("vm_memory_mib = 64\n"));
+        assert!(
+            e.contains("only with `vm = true`") && e.contains("line 13"),
+            "{e}"
+        );
+        let e = err(&with("vm = true\nvm_memory_mib = 8\n"));
+        assert!(e.contains("32..=16384"), "{e}");
+        let e = err(&with("link = \"tun\"\n"));
+        assert!(e.contains("\"tun\"") && e.contains("`link`"), "{e}");
+        let e = err(&ROSA.replace("role = \"shim\"\n", "role = \"shim\"\nvm = true\n"));
+        assert!(e.contains("cannot run in a VM"), "{e}");
+        // The bridge-side veth name is checked like every interface name:
+        // 12 + "-0b" is 15 bytes, the most Linux takes.
+        let long = with("link = \"packet\"\n")
+            .replace("offload = true\n", "")
+            .replace("name = \"h1\"", "name = \"h123456789ab\"");
+        let lab = parse(&long, "long.toml").unwrap();
+        assert_eq!(
+            lab.nodes[0].ports[0].peer.as_deref(),
+            Some("h123456789ab-0b")
+        );
+    }
+
+    #[test]
+    fn impairs_are_resolved_and_checked_with_lines() {
+        let with = |t: &str| format!("{GOOD}\n[[impair]]\n{t}\n");
+        let lab = parse(&with("link = \"h1:lan1\"\nloss = 2.5"), "i.toml").unwrap();
+        assert_eq!(
+            lab.impairs,
+            vec![Impairment {
+                link: "h1:1".into(),
+                down: false,
+                loss_bp: 250,
+                shape: Shape::default(),
+            }]
+        );
+        let lab = parse(
+            &with("link = \"lan0\"\ndown = true\nloss = \"10%\""),
+            "i.toml",
+        )
+        .unwrap();
+        assert_eq!((lab.impairs[0].down, lab.impairs[0].loss_bp), (true, 1000));
+        let lab = parse(
+            &with("link = \"h1:0\"\ndelay = 10\njitter = 2.5\nrate = 1"),
+            "i.toml",
+        )
+        .unwrap();
+        assert_eq!(
+            lab.impairs[0].shape.args(),
+            ["delay", "10", "jitter", "2.5", "rate", "1"]
+        );
+        // `[[impair]]` is line 34, its first key line 35.
+        for (t, want) in [
+            (
+                "link = \"lan9\"\ndown = true",
+                "line 35: [[impair]] key `link`",
+            ),
+            ("link = \"lan9\"\ndown = true", "no segment \"lan9\""),
+            (
+                "link = \"h1:7\"\ndown = true",
+                "node \"h1\" has no port \"7\"",
+            ),
+            (
+                "link = \"lan0\"\nloss = 101",
+                "line 36: [[impair]] \"lan0\" key `loss`",
+            ),
+            ("link = \"lan0\"\nloss = 101", "loss \"101\""),
+            ("link = \"lan0\"", "imposes nothing"),
+            (
+                "link = \"lan0\"\ndelay = 10",
+                "line 36: [[impair]]: lan0 is a segment",
+            ),
+            (
+                "link = \"h1:0\"\njitter = 5",
+                "line 36: [[impair]] \"h1:0\": jitter 5 ms is more",
+            ),
+            ("link = \"h1:0\"\ndelay = \"x\"", "delay \"x\""),
+            ("link = \"lan0\"\nbogus = 1", "bogus"),
+            (
+                "link = \"client:0\"\ndown = true\n[[impair]]\nlink = \"client:eth0\"\nloss = 1",
+                "already impaired (line 35)",
+            ),
+        ] {
+            let e = err(&with(t));
+            assert!(e.contains(want), "{t}: {e}");
+        }
     }
 
     #[test]

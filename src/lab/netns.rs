@@ -40,6 +40,13 @@ pub(crate) fn ip_in(ns: &str, args: &[&str]) -> Result<String> {
     run("ip", &a)
 }
 
+/// `bridge -n NS ARGS...` (iproute2's FDB and bridge-port tool).
+pub(crate) fn bridge_in(ns: &str, args: &[&str]) -> Result<String> {
+    let mut a = vec!["-n", ns];
+    a.extend_from_slice(args);
+    run("bridge", &a)
+}
+
 /// `sysctl -qw K=V...` inside `ns`.
 pub(crate) fn sysctl(ns: &str, settings: &[&str]) -> Result<()> {
     let mut a = vec!["netns", "exec", ns, "sysctl", "-qw"];
@@ -99,11 +106,22 @@ pub(crate) fn alive(pid: u32) -> bool {
 
 /// Send `signal` (e.g. "TERM") to `pids` with the `kill` command.
 pub(crate) fn kill(pids: &[u32], signal: &str) {
-    if pids.is_empty() {
+    send(pids.iter().map(u32::to_string), signal);
+}
+
+/// Send `signal` to the process groups led by `pgids` (a node and the
+/// QEMU it boots, a host command and its children).
+pub(crate) fn kill_groups(pgids: &[u32], signal: &str) {
+    send(pgids.iter().map(|p| format!("-{p}")), signal);
+}
+
+fn send(targets: impl Iterator<Item = String>, signal: &str) {
+    let targets: Vec<String> = targets.collect();
+    if targets.is_empty() {
         return;
     }
     let mut args = vec![format!("-{signal}"), "--".to_owned()];
-    args.extend(pids.iter().map(u32::to_string));
+    args.extend(targets);
     // Some may be gone already: kill then fails for those, harmlessly.
     let _ = Command::new("kill")
         .args(&args)
@@ -125,7 +143,31 @@ pub(crate) fn terminate(pids: &[u32], grace: Duration) -> Vec<u32> {
     wait_gone(&survivors, Duration::from_secs(2))
 }
 
-fn wait_gone(pids: &[u32], within: Duration) -> Vec<u32> {
+/// Whether live process `pid` is in namespace `ns` (so a recorded pid the
+/// kernel gave to some other process since is not taken for ours).
+pub(crate) fn runs_in(pid: u32, ns: &str) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    let Ok(theirs) = std::fs::metadata(format!("/proc/{pid}/ns/net")) else {
+        return false;
+    };
+    let Ok(ours) = std::fs::metadata(Path::new("/run/netns").join(ns)) else {
+        return false;
+    };
+    alive(pid) && theirs.ino() == ours.ino() && theirs.dev() == ours.dev()
+}
+
+/// SIGTERM the process groups `pgids`, wait up to `grace` for their
+/// leaders to exit, then SIGKILL whatever is left of the groups. Returns
+/// the leaders still alive after that.
+pub(crate) fn terminate_groups(pgids: &[u32], grace: Duration) -> Vec<u32> {
+    kill_groups(pgids, "TERM");
+    wait_gone(pgids, grace);
+    kill_groups(pgids, "KILL");
+    wait_gone(pgids, Duration::from_secs(2))
+}
+
+/// Wait up to `within` for `pids` to exit; the ones still alive.
+pub(crate) fn wait_gone(pids: &[u32], within: Duration) -> Vec<u32> {
     let deadline = Instant::now() + within;
     loop {
         let left: Vec<u32> = pids.iter().copied().filter(|&p| alive(p)).collect();

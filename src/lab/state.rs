@@ -92,3 +92,50 @@ pub(crate) fn labs() -> Vec<String> {
     v.sort();
     v
 }
+
+/// The lab a verb acts on and what `f` found in it: lab `lab` (a name or a
+/// lab file), or else the only lab that is up in which `f` succeeds. With
+/// no such lab, `f`'s own error (which names the bad input) is the answer;
+/// `what` names the input when several labs have it.
+pub(crate) fn find<T>(
+    lab: Option<&str>,
+    what: &str,
+    f: impl Fn(&State) -> Result<T>,
+) -> Result<(State, T)> {
+    if let Some(l) = lab {
+        let l = super::lab_of_arg(l)?;
+        let st = State::load(&l).with_context(|| format!("lab {l} is not up"))?;
+        let t = f(&st)?;
+        return Ok((st, t));
+    }
+    let mut found = Vec::new();
+    let mut errors = Vec::new();
+    for l in labs() {
+        let Some(st) = State::load(&l) else { continue };
+        match f(&st) {
+            Ok(t) => found.push((st, t)),
+            Err(e) => errors.push(e),
+        }
+    }
+    match found.len() {
+        0 if errors.is_empty() => anyhow::bail!("no lab is up"),
+        0 if errors.len() == 1 => Err(errors.remove(0)),
+        0 => anyhow::bail!(
+            "{}",
+            errors
+                .iter()
+                .map(|e| format!("{e:#}"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        ),
+        1 => Ok(found.remove(0)),
+        _ => anyhow::bail!(
+            "{what} is in several labs ({}); say which with --lab",
+            found
+                .iter()
+                .map(|(s, _)| s.lab.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
