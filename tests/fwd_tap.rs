@@ -20,6 +20,7 @@ fn lab_file(name: &str) -> String {
     format!(
         r#"
 name = "{name}"
+keys = "none"  # unkeyed on purpose: this test speaks to (or as) unkeyed nodes
 [[segment]]
 name = "ea"
 [[segment]]
@@ -232,18 +233,14 @@ fn gff_packets_cross_a_chain_of_two_switches_and_a_dead_link_is_reported() {
         lab.drops("f2"),
     );
 
-    // Take the f1–f2 segment's bridge down (its ports stop forwarding): f2
-    // hears no more hellos, declares the link down within 3-4 s and tells
-    // the NR side (hn) about both directions. (Not the TAP itself: a write
-    // to a down TAP fails with EIO, which stops the node; see docs/fwd.md.)
+    // Cut the f1–f2 segment (`lab link fab down`: the bridge drops every
+    // frame, the TAPs stay up): f2 hears no more hellos, declares the link
+    // down within 3-4 s and tells the NR side (hn) about both directions.
+    // (Not the TAP itself: a write to a down TAP fails with EIO, which stops
+    // the node; see docs/fwd.md.)
     let events = spawn(&lab, "hn", 10, args(&["events", "9"]));
     std::thread::sleep(Duration::from_millis(500));
-    let out = run_bounded(
-        10,
-        "ip",
-        &["-n", &lab.netns(), "link", "set", "br-fab", "down"],
-    );
-    assert!(out.status.success());
+    lab.verb("link", &["fab", "down"]);
     assert!(common::wait_until(8, || {
         lab.ctl("f2", &["links"])["links"][0]["state"] == "down"
     }));
@@ -256,11 +253,7 @@ fn gff_packets_cross_a_chain_of_two_switches_and_a_dead_link_is_reported() {
     // Up again: the link recovers and the NR side hears that too.
     let events = spawn(&lab, "hn", 8, args(&["events", "6"]));
     std::thread::sleep(Duration::from_millis(500));
-    run_bounded(
-        10,
-        "ip",
-        &["-n", &lab.netns(), "link", "set", "br-fab", "up"],
-    );
+    lab.verb("link", &["fab", "up"]);
     assert!(common::wait_until(8, || {
         lab.ctl("f2", &["links"])["links"][0]["state"] == "up"
     }));
@@ -268,5 +261,72 @@ fn gff_packets_cross_a_chain_of_two_switches_and_a_dead_link_is_reported() {
     assert!(ev.contains("event 1 1"), "{ev}");
     lab.assert_node_alive("f1");
     lab.assert_node_alive("f2");
+    lab.down();
+}
+
+/// `hello.py SENDER LINK COUNT`: COUNT link hellos (GFF type 8) claiming to
+/// be node SENDER over link LINK, from eth0 with eth0's own MAC, 0.2 s apart.
+const HELLO_PY: &str = r#"
+import socket, struct, sys, time
+sender, link, count = map(int, sys.argv[1:4])
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+s.bind(("eth0", 0))
+mac = s.getsockname()[4]
+path = bytearray(32)
+path[link // 8] |= 0x80 >> (link % 8)
+path = bytes(path)
+for seq in range(count):
+    gff = struct.pack("!H", (256 << 4) | 8) + path + struct.pack("!BBI", sender, link, 1000 + seq)
+    ip6 = struct.pack("!IHBB", 0x60000000, len(gff), 253, 64) + path
+    s.send(b"\xff" * 6 + mac + b"\x86\xdd" + ip6 + gff)
+    time.sleep(0.2)
+"#;
+
+/// Issue 12: a host on the fabric segment sending link hellos that name f2
+/// (from its own MAC) does not move f2's address at f1: f1 keeps sending
+/// f2's frames to f2, and counts the spoofed hellos
+/// (`drop.fwd_hello_mac_moved`).
+#[test]
+fn a_spoofed_hello_does_not_move_a_neighbours_mac() {
+    if !root_or_skip() {
+        return;
+    }
+    let name = lab_name('f', 's');
+    let toml = lab_file(&name) + "\n[[host]]\nname = \"spy\"\n[[host.iface]]\nsegment = \"fab\"\n";
+    let lab = Lab::up(&name, &toml);
+    lab.disable_bridge_netfilter();
+    let neighbour = |lab: &Lab| {
+        let l = lab.ctl("f1", &["links"]);
+        (
+            l["links"][1]["state"].as_str().unwrap_or("").to_owned(),
+            l["links"][1]["neighbour"]["mac"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned(),
+        )
+    };
+    assert!(common::wait_until(10, || neighbour(&lab).0 == "up"));
+    let (_, f2_mac) = neighbour(&lab);
+    let out = lab.exec("spy", 20, &["python3", "-c", HELLO_PY, "2", "2", "10"]);
+    assert!(out.status.success(), "{}", common::text(&out));
+    assert_eq!(neighbour(&lab), ("up".to_owned(), f2_mac.clone()));
+    let d = lab.drops("f1");
+    assert!(
+        d.get("drop.fwd_hello_mac_moved").copied().unwrap_or(0) >= 10,
+        "{d:?}"
+    );
+    // Data for hb still crosses f2.
+    let rx = spawn(&lab, "hb", 6, args(&["recv", "5", "after"]));
+    std::thread::sleep(Duration::from_millis(1000));
+    let out = lab.exec(
+        "ha",
+        20,
+        &["python3", "-c", GFF_PY, "send", "0,1,3", "20", "after"],
+    );
+    assert!(out.status.success());
+    assert!(
+        rx.join().unwrap().starts_with("20 "),
+        "f2 still gets f1's frames"
+    );
     lab.down();
 }

@@ -112,3 +112,94 @@ fn a_lab_that_does_not_get_ready_is_torn_down() {
     );
     assert_nothing_of(&name);
 }
+
+#[test]
+fn a_host_moved_to_another_segment_is_readdressed_there() {
+    if !root_or_skip() {
+        return;
+    }
+    let name = lab_name('t', 'm');
+    // The host lab with `web` on a second segment.
+    let toml = host_lab(&name, |t| {
+        t.replacen(
+            "[[segment]]\nname = \"lan0\"",
+            "[[segment]]\nname = \"lan0\"\n[[segment]]\nname = \"lan1\"",
+            1,
+        )
+        .replace(
+            "segment = \"lan0\"\naddrs = [\"10.0.0.20/24\", \"fd00::20/64\"]",
+            "segment = \"lan1\"\naddrs = [\"10.0.1.20/24\", \"fd00:1::20/64\"]",
+        )
+        .replace(
+            "wait_tcp = [\"10.0.0.20:8000\", \"[fd00::20]:8000\"]",
+            "wait_tcp = [\"10.0.1.20:8000\"]",
+        )
+    });
+    assert!(
+        toml.contains("10.0.1.20/24"),
+        "the host lab's web host moved"
+    );
+    let lab = Lab::up(&name, &toml);
+    let curl = |url: &str| lab.exec("client", 10, &["curl", "-gsf", "-m", "3", url]);
+    assert!(
+        !curl("http://10.0.1.20:8000/").status.success(),
+        "web is off-segment before"
+    );
+    assert!(curl("http://10.0.0.2/").status.success());
+
+    // Refusals name the bad input and change nothing.
+    for (args, why) in [
+        (vec!["client", "lan7"], "no segment \"lan7\""),
+        (vec!["h1", "lan1"], "role host"),
+        (vec!["client:eth4", "lan1"], "no port \"eth4\""),
+        (vec!["client", "lan1", "--addr", "10.0.1.10"], "--addr"),
+    ] {
+        let mut a = vec!["lab", "move", "--lab", &name];
+        a.extend_from_slice(&args);
+        let out = svcroute(&a);
+        assert!(!out.status.success(), "{args:?} accepted");
+        assert!(text(&out).contains(why), "{args:?}: {}", text(&out));
+    }
+
+    // The interface ID under lan1's prefix (taken from web's address).
+    let out = svcroute(&["lab", "move", "--lab", &name, "client", "lan1"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("client moved to segment lan1 as 10.0.1.10/24"),
+        "{}",
+        text(&out)
+    );
+    assert!(
+        text(&out).contains("as 10.0.1.10/24, fd00:1::10/64"),
+        "each family's address moves: {}",
+        text(&out)
+    );
+    for url in ["http://10.0.1.20:8000/", "http://[fd00:1::20]:8000/"] {
+        assert!(
+            curl(url).status.success(),
+            "{url}: web is on-link after the move"
+        );
+    }
+    assert!(
+        !curl("http://10.0.0.2/").status.success(),
+        "h1 is off-segment after the move"
+    );
+    let out = svcroute(&["lab", "status", &name, "--json"]);
+    let s = text(&out);
+    assert!(s.contains("10.0.1.10/24") && s.contains("\"lan1\""), "{s}");
+
+    // And back, with an address of our choosing.
+    let out = svcroute(&[
+        "lab",
+        "move",
+        "--lab",
+        &name,
+        "client:eth0",
+        "lan0",
+        "--addr",
+        "10.0.0.99/24",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(curl("http://10.0.0.2/").status.success());
+    lab.down();
+}

@@ -267,6 +267,7 @@ fn malformed_slp_and_a_registration_flood_are_answered_and_bounded() {
     let text = format!(
         r#"
 name = "{name}"
+keys = "none"  # unkeyed on purpose: this test speaks to (or as) unkeyed nodes
 [[segment]]
 name = "lan0"
 [[node]]

@@ -24,6 +24,7 @@ use common::{root_or_skip, Lab};
 fn lab_file(name: &str) -> String {
     format!(
         r#"name = "{name}"
+keys = "none"  # unkeyed on purpose: this test speaks to (or as) unkeyed nodes
 
 [[segment]]
 name = "lan0"
@@ -232,4 +233,67 @@ fn hex(s: &str) -> Vec<u8> {
     (0..s.len() / 2)
         .map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).expect("hex"))
         .collect()
+}
+
+/// `send.py TYPE BITS PAYLOAD_HEX`: one GFF frame of TYPE over the pathID
+/// with BITS (comma-separated) from eth0, broadcast.
+const SEND_GFF: &str = r#"
+import socket, struct, sys
+t, bits, payload = int(sys.argv[1]), [int(b) for b in sys.argv[2].split(",")], bytes.fromhex(sys.argv[3])
+p = bytearray(32)
+for i in bits:
+    p[i // 8] |= 0x80 >> (i % 8)
+p = bytes(p)
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+s.bind(("eth0", 0))
+mac = bytes.fromhex(open("/sys/class/net/eth0/address").read().strip().replace(":", ""))
+gff = struct.pack("!H", (256 << 4) | t) + p + payload
+ip = struct.pack("!IHBB", 0x60000000, len(gff), 253, 64) + p
+s.send(b"\xff" * 6 + mac + b"\x86\xdd" + ip + gff)
+"#;
+
+/// Whether the NR's fabric model has link `id` up.
+fn link_up(lab: &Lab, id: u64) -> Option<bool> {
+    let v = lab.ctl("nr", &["links"]);
+    v["links"]
+        .as_array()?
+        .iter()
+        .find(|l| l["id"].as_u64() == Some(id))
+        .and_then(|l| l["up"].as_bool())
+}
+
+/// Issue 12: one forged "link down" (any host on the NR's segment can send
+/// one to an unkeyed NR) no longer keeps the link down for good: nobody
+/// repeats it (switches repeat a down link's events every
+/// `link_refresh_ms`), so it expires after `link_down_ttl_ms`.
+#[test]
+fn a_forged_link_down_expires_when_no_switch_repeats_it() {
+    if !root_or_skip() {
+        return;
+    }
+    let name = common::lab_name('r', 'f');
+    let toml = lab_file(&name).replace(
+        "max_names = 3\n",
+        "max_names = 3\nlink_down_ttl_ms = 2000\n",
+    );
+    let lab = Lab::up(&name, &toml);
+    assert!(common::wait_until(10, || link_up(&lab, 10) == Some(true)));
+    let out = lab.exec(
+        "client",
+        10,
+        &["python3", "-c", SEND_GFF, "7", "3,0", "0a00"],
+    );
+    assert!(out.status.success(), "{}", common::text(&out));
+    assert!(
+        common::wait_until(5, || link_up(&lab, 10) == Some(false)),
+        "the forged event took the link down"
+    );
+    assert!(
+        common::wait_until(10, || link_up(&lab, 10) == Some(true)),
+        "still down: {}",
+        lab.ctl("nr", &["links"])
+    );
+    let s = lab.stats("nr");
+    assert_eq!(s["named"]["nr.link_down_expired"], 1, "{s:#}");
+    lab.down();
 }

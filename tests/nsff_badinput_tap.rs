@@ -42,8 +42,8 @@ use std::sync::Mutex;
 use serde_json::Value;
 use svcroute_stack::wire::nr::hash_fqdn;
 
-use common::chain::{counter, curl, lab_file, link_set, nr_names, wait_ok, Opts, CHAIN};
-use common::{lab_name, named, root_or_skip, text, wait_until, Lab};
+use common::chain::{counter, curl, lab_file, nr_names, wait_ok, Opts, CHAIN};
+use common::{lab_name, named, root_or_skip, text, wait_until, Lab, INJ_HOST, SEND_PY};
 
 /// One lab of this file at a time (seven node processes each, and the
 /// flood's memory figures should not include another lab's load).
@@ -56,33 +56,6 @@ fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
 // ---------------------------------------------------------------------------
 // Malformed packets
 // ---------------------------------------------------------------------------
-
-/// The injecting host: one leg on the fabric between the switches, one on
-/// the NR's link, one on nSFF1's link; no addresses.
-const INJ_HOST: &str = r#"
-[[host]]
-name = "inj"
-[[host.iface]]
-segment = "fab"
-[[host.iface]]
-segment = "nrs"
-[[host.iface]]
-segment = "n1"
-"#;
-
-/// `send.py IFACE HEX...`: write each frame on IFACE, with IFACE's MAC as
-/// the Ethernet source.
-const SEND_PY: &str = r#"
-import socket, sys
-iface = sys.argv[1]
-mac = bytes.fromhex(open(f"/sys/class/net/{iface}/address").read().strip().replace(":", ""))
-s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
-s.bind((iface, 0))
-for h in sys.argv[2:]:
-    f = bytearray.fromhex(h)
-    f[6:12] = mac
-    s.send(bytes(f))
-"#;
 
 /// Link IDs into the endpoints (the bit a switch matches to deliver).
 const TO_NR: u8 = 0;
@@ -1208,7 +1181,7 @@ fn name_floods_stop_at_the_caps_with_counted_refusals() {
     for round in 0..2 {
         let refused0 = counter(&lab, "nsff1", "nsff.resolve_refused");
         let timeout0 = counter(&lab, "nsff1", "nsff.nr_timeout");
-        link_set(&lab, "br-nrs", "down");
+        lab.verb("link", &["nrs", "down"]);
         let at_once = distinct_names(&format!("p{round}x"), 4 * MAX_PENDING, &mut taken);
         let mut args = vec!["python3", "-c", HTTP_PY, "par"];
         args.extend(at_once.iter().map(String::as_str));
@@ -1222,7 +1195,7 @@ fn name_floods_stop_at_the_caps_with_counted_refusals() {
             }
             (flood.join().expect("flood thread"), peak)
         });
-        link_set(&lab, "br-nrs", "up");
+        lab.verb("link", &["nrs", "up"]);
         let t = tally(&t, "names at once");
         let pending = MAX_PENDING as u64;
         assert_eq!(

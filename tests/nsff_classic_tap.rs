@@ -28,6 +28,7 @@ const PYTHON: &str = "/usr/bin/python3";
 fn lab_file(name: &str) -> String {
     format!(
         r#"name = "{name}"
+keys = "none"  # unkeyed on purpose: this test speaks to (or as) unkeyed nodes
 [[segment]]
 name = "in"
 [[segment]]

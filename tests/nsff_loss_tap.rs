@@ -1,14 +1,12 @@
 //! The RFC 8677 chain over real TAPs with packet loss on the fwd fabric:
 //! kernel curl in the client namespace asks nSFF1 for `www.example2.com` by
-//! name while an nftables bridge rule in the lab namespace drops a random
+//! name while `svcroute lab link fab loss 10` (then 30) drops a random
 //! 10 %, then 30 %, of the frames that enter the fabric bridge `br-fab`
-//! (both directions: data and NACKs). Every GET and every echoed POST must
+//! (both directions: data and NACKs; an nftables bridge rule in the lab
+//! namespace, docs/lab.md "Breaking a lab"). Every GET and every echoed POST must
 //! come through byte-exact, and the nSFFs' transport counters must show
-//! retransmissions (the loss hit), the nftables rule's counter dropped
+//! retransmissions (the loss hit), and `lab status` that the rule dropped
 //! frames. Behaviour only, no timing. Needs root and `nft` (skips otherwise).
-//!
-//! The kernel here has no netem, and no `meta ibrname` (nft_meta_bridge):
-//! the rule matches the fabric bridge's ports by `iifname` instead.
 //!
 //! ```text
 //!   client (kernel) 10.0.1.10 ── cli ── nsff1 ── n1 ── f1 ── fab ── f2 ── n2 ── nsff2 ── sfs ── sf2
@@ -32,7 +30,7 @@ use std::sync::Mutex;
 
 use serde_json::Value;
 
-use common::{have, lab_name, root_or_skip, run_bounded, text, wait_until, Lab};
+use common::{have, lab_name, root_or_skip, svcroute, text, wait_until, Lab};
 
 /// One lab of this file at a time (each has six node processes).
 static LABS: Mutex<()> = Mutex::new(());
@@ -45,6 +43,7 @@ static LABS: Mutex<()> = Mutex::new(());
 fn lab_file(name: &str) -> String {
     format!(
         r#"name = "{name}"
+keys = "none"  # unkeyed on purpose: this test speaks to (or as) unkeyed nodes
 [[segment]]
 name = "cli"
 [[segment]]
@@ -167,8 +166,6 @@ addrs = ["10.0.1.10/24"]
 }
 
 const NAME: &str = "www.example2.com";
-const NFT_TABLE: &str = "svloss";
-const NFT_CHAIN: &str = "lossy";
 
 /// A directory removed when dropped.
 struct TempDir(PathBuf);
@@ -192,84 +189,28 @@ impl Drop for TempDir {
     }
 }
 
-/// Run `nft args...` in the lab namespace; its stdout.
+/// `svcroute lab link --lab <lab> fab ARGS...`, asserted to succeed.
 #[track_caller]
-fn nft(lab: &Lab, args: &[&str]) -> String {
-    let ns = lab.netns();
-    let mut all = vec!["netns", "exec", &ns, "nft"];
+fn fabric(lab: &Lab, args: &[&str]) {
+    let mut all = vec!["lab", "link", "--lab", lab.name(), "fab"];
     all.extend_from_slice(args);
-    let out = run_bounded(20, "ip", &all);
-    assert!(out.status.success(), "nft {args:?}: {}", text(&out));
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// The ports of bridge `br` in the lab namespace (TAP names).
-fn bridge_ports(lab: &Lab, br: &str) -> Vec<String> {
-    let out = run_bounded(
-        10,
-        "ip",
-        &["-n", &lab.netns(), "-o", "link", "show", "master", br],
-    );
+    let out = svcroute(&all);
     assert!(
         out.status.success(),
-        "ip link show master {br}: {}",
+        "lab link fab {args:?}: {}",
         text(&out)
     );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| {
-            let name = l.split(": ").nth(1)?;
-            Some(name.split('@').next()?.trim().to_owned())
-        })
-        .collect()
 }
 
-/// Drop `percent` % of the frames entering the fabric bridge from any of
-/// its ports (so both directions), counted; replaces any earlier rule.
-fn set_fabric_loss(lab: &Lab, dir: &TempDir, percent: u32) {
-    let ports = bridge_ports(lab, "br-fab");
-    assert_eq!(ports.len(), 2, "br-fab ports: {ports:?}");
-    let set = ports
-        .iter()
-        .map(|p| format!("\"{p}\""))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let script = format!(
-        "table bridge {NFT_TABLE} {{\n  chain {NFT_CHAIN} {{\n    \
-         type filter hook forward priority 0; policy accept;\n    \
-         iifname {{ {set} }} numgen random mod 100 < {percent} counter drop\n  }}\n}}\n"
-    );
-    let file = dir.file("loss.nft");
-    std::fs::write(&file, script).expect("writing the nft script");
-    // Re-declaring the table is a no-op; flushing it drops the old rule.
-    let _ = nft(lab, &["add", "table", "bridge", NFT_TABLE]);
-    let _ = nft(lab, &["flush", "table", "bridge", NFT_TABLE]);
-    let _ = nft(lab, &["-f", file.to_str().expect("UTF-8 temp dir")]);
-    let listed = nft(lab, &["list", "chain", "bridge", NFT_TABLE, NFT_CHAIN]);
-    assert_eq!(
-        listed.matches("numgen random mod 100").count(),
-        1,
-        "one loss rule: {listed}"
-    );
-    assert!(listed.contains(&format!("< {percent} ")), "{listed}");
-}
-
-/// Packets the loss rule has dropped since it was set.
-fn nft_dropped(lab: &Lab) -> u64 {
-    let v: Value = serde_json::from_str(&nft(
-        lab,
-        &["-j", "list", "chain", "bridge", NFT_TABLE, NFT_CHAIN],
-    ))
-    .expect("nft -j answers JSON");
-    let mut n = 0;
-    for item in v["nftables"].as_array().into_iter().flatten() {
-        for e in item["rule"]["expr"].as_array().into_iter().flatten() {
-            if let Some(p) = e["counter"]["packets"].as_u64() {
-                n += p;
-            }
-        }
-    }
-    n
+/// Frames the fabric's loss rule has dropped since it was set (`lab status`).
+fn fabric_dropped(lab: &Lab) -> u64 {
+    let out = svcroute(&["lab", "status", "--json", lab.name()]);
+    let v: Value = serde_json::from_slice(&out.stdout).expect("lab status --json is JSON");
+    let fab = v[0]["impairments"]
+        .as_array()
+        .and_then(|a| a.iter().find(|i| i["link"] == "fab").cloned())
+        .expect("lab status shows the fabric's loss");
+    fab["dropped"].as_u64().expect("a drop count")
 }
 
 /// The transport totals (`ctl <nsff> txns`) and endpoint stats of a node.
@@ -424,7 +365,7 @@ fn echo_exact(lab: &Lab, dir: &TempDir, tag: &str, n: usize, seed: u64) {
 /// retransmitted (nSFF2 sends the GET's response, nSFF1 the POST's
 /// request).
 fn at_loss(lab: &Lab, dir: &TempDir, percent: u32, big: usize) {
-    set_fabric_loss(lab, dir, percent);
+    fabric(lab, &["loss", &percent.to_string()]);
     let t1 = txns(lab, "nsff1");
     let t2 = txns(lab, "nsff2");
 
@@ -453,10 +394,10 @@ fn at_loss(lab: &Lab, dir: &TempDir, percent: u32, big: usize) {
         resent(&e2) > resent(&m2),
         "{percent} %: nsff2 sent the echo without a retransmission: {m2} -> {e2}"
     );
-    let dropped = nft_dropped(lab);
-    assert!(dropped > 0, "{percent} %: the nft rule dropped nothing");
+    let dropped = fabric_dropped(lab);
+    assert!(dropped > 0, "{percent} %: the loss rule dropped nothing");
     eprintln!(
-        "{percent} % loss: nft dropped {dropped} frames; resent nsff1 {} nsff2 {}",
+        "{percent} % loss: the fabric dropped {dropped} frames; resent nsff1 {} nsff2 {}",
         resent(&e1) - resent(&t1),
         resent(&e2) - resent(&t2)
     );
@@ -500,7 +441,7 @@ fn run(tag: char, sizes: &[(u32, usize)]) {
     }
     // The fabric heals: a request without loss still works, and every node
     // is still the process it was.
-    let _ = nft(&lab, &["delete", "table", "bridge", NFT_TABLE]);
+    fabric(&lab, &["clear"]);
     get_exact(&lab, &dir, "after", 100_000);
     for node in ["f1", "f2", "nr", "nsff1", "nsff2", "sf2"] {
         lab.assert_node_alive(node);

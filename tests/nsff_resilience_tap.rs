@@ -25,10 +25,8 @@ use std::sync::Mutex;
 
 use serde_json::Value;
 
-use common::chain::{
-    counter, counters, curl, lab_file, link_set, wait_names, wait_ok, Opts, TempDir, CHAIN,
-};
-use common::{kill9, lab_name, pid_of, restart, root_or_skip, text, wait_until, Lab};
+use common::chain::{counter, counters, curl, lab_file, wait_names, wait_ok, Opts, TempDir, CHAIN};
+use common::{lab_name, pid_of, root_or_skip, text, wait_until, Lab};
 
 /// One lab of this file at a time.
 static LABS: Mutex<()> = Mutex::new(());
@@ -184,7 +182,7 @@ fn a_killed_sf_is_deregistered_and_its_name_served_by_the_other_instance() {
     );
 
     // SF1 dies.
-    kill9(pid_of(&lab, "sf1"));
+    lab.verb("node", &["sf1", "kill"]);
     // Its health checks fail: nSFF1 marks it down and deregisters the name.
     let mut last = BTreeMap::new();
     let ok = wait_until(30, || {
@@ -211,7 +209,7 @@ fn a_killed_sf_is_deregistered_and_its_name_served_by_the_other_instance() {
 
     // SF1 comes back: the first good probe registers it again and requests
     // are local again.
-    let sf1 = restart(&lab, "sf1", "host");
+    lab.verb("node", &["sf1", "start"]);
     let ok = wait_until(30, || {
         counter(&lab, "nsff1", "nsff.sf_up") == before["nsff.sf_up"] + 1
     });
@@ -232,8 +230,6 @@ fn a_killed_sf_is_deregistered_and_its_name_served_by_the_other_instance() {
         lab.assert_node_alive(node);
     }
     lab.down();
-    let mut sf1 = sf1;
-    let _ = sf1.wait();
 }
 
 #[test]
@@ -266,7 +262,7 @@ fn fabric_links_cut_fail_requests_cleanly_and_heal_without_restarts() {
             "nsff.path_requests_sent",
         ],
     );
-    link_set(&lab, "br-n2", "down");
+    lab.verb("link", &["n2", "down"]);
     let r = curl(&lab, "www.example2.com", "/");
     assert_eq!(r.status, 504, "{r:?}");
     assert!(r.body_text().starts_with("nsff: the transaction"), "{r:?}");
@@ -295,7 +291,7 @@ fn fabric_links_cut_fail_requests_cleanly_and_heal_without_restarts() {
         "the cached path was used"
     );
     // Back up: the same cached path carries the next request.
-    link_set(&lab, "br-n2", "up");
+    lab.verb("link", &["n2", "up"]);
     wait_ok(&lab, 30, "www.example2.com", "sf2");
     same_processes(&lab, &pids);
 
@@ -303,7 +299,7 @@ fn fabric_links_cut_fail_requests_cleanly_and_heal_without_restarts() {
     // each other's hellos, f1 tells the NR both directions are down, the NR
     // flushes nSFF1's path (a type-1 update) and knows no way to nSFF2:
     // the request is answered 502 at once.
-    link_set(&lab, "br-fab", "down");
+    lab.verb("link", &["fab", "down"]);
     let mut down = Value::Null;
     let ok = wait_until(30, || {
         down = lab.ctl("nr", &["links"])["down"].clone();
@@ -319,7 +315,7 @@ fn fabric_links_cut_fail_requests_cleanly_and_heal_without_restarts() {
     assert_eq!(counter(&lab, "nsff1", "nsff.unknown_name"), unknown + 1);
     // Back up: hellos resume, the NR hears the links are up, the name
     // resolves again.
-    link_set(&lab, "br-fab", "up");
+    lab.verb("link", &["fab", "up"]);
     let ok = wait_until(30, || {
         lab.ctl("nr", &["links"])["down"] == serde_json::json!([])
     });
@@ -361,7 +357,7 @@ fn a_restarted_nr_flushes_caches_and_names_resolve_again() {
     wait_ok(&lab, 30, "www.example2.com", "sf2");
 
     // The NR dies.
-    kill9(pid_of(&lab, "nr"));
+    lab.verb("node", &["nr", "kill"]);
     // A cached name needs no NR: it is still served.
     let sent = counter(&lab, "nsff1", "nsff.path_requests_sent");
     let r = curl(&lab, "www.example2.com", "/");
@@ -382,7 +378,7 @@ fn a_restarted_nr_flushes_caches_and_names_resolve_again() {
     let before1 = counters(&lab, "nsff1", &["nsff.path_updates", "nsff.cache_flushed"]);
     let regs2 = counter(&lab, "nsff2", "nsff.registrations_sent");
     eprintln!("f1 before the restart: {}", lab.stats("f1"));
-    let nr = restart(&lab, "nr", "nr");
+    lab.verb("node", &["nr", "start"]);
     wait_names(
         &lab,
         &[("www.example2.com", &[2]), ("www.example3.com", &[2])],
@@ -414,6 +410,4 @@ fn a_restarted_nr_flushes_caches_and_names_resolve_again() {
         lab.assert_node_alive(node);
     }
     lab.down();
-    let mut nr = nr;
-    let _ = nr.wait();
 }

@@ -25,7 +25,7 @@
 mod common;
 
 use common::chain::{counters, curl, lab_file, nr_names, wait_names, Opts, TempDir};
-use common::{have, kill9, lab_name, pid_of, restart, root_or_skip, wait_until, Lab};
+use common::{have, lab_name, root_or_skip, wait_until, Lab};
 
 /// `sf.py ADDR`: answer with the `NSH` header and `Host` seen.
 /// `sf.py ADDR relay`: an NSH-aware SF that sends each request back to
@@ -335,8 +335,8 @@ addrs = ["10.0.3.30/24"]
         saved.contains("www.relay.example") && saved.contains("www.kern.example"),
         "{saved}"
     );
-    kill9(pid_of(&lab, "nsff1"));
-    let nsff1 = restart(&lab, "nsff1", "nsff");
+    lab.verb("node", &["nsff1", "kill"]);
+    lab.verb("node", &["nsff1", "start"]);
     let c = counters(
         &lab,
         "nsff1",
@@ -384,6 +384,4 @@ addrs = ["10.0.3.30/24"]
     assert_eq!(r.status, 200, "{r:?}");
     assert_eq!(r.instance().as_deref(), Some("sf2"), "{r:?}");
     lab.down();
-    let mut nsff1 = nsff1;
-    let _ = nsff1.wait();
 }

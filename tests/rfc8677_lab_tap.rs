@@ -22,8 +22,8 @@ use std::collections::BTreeMap;
 use serde_json::{json, Value};
 
 use common::{
-    assert_nothing_of, delta, lab_name, named, root_or_skip, run_bounded, svcroute, text,
-    wait_until, write_lab_file, DownOnDrop, Lab,
+    assert_nothing_of, delta, lab_name, named, root_or_skip, svcroute, text, wait_until,
+    write_lab_file, DownOnDrop, Lab,
 };
 
 const LAB: &str = include_str!("../examples/labs/rfc8677.toml");
@@ -61,15 +61,6 @@ fn names(lab: &Lab) -> BTreeMap<String, Value> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-fn link_set(lab: &Lab, dev: &str, state: &str) {
-    let out = run_bounded(10, "ip", &["-n", &lab.netns(), "link", "set", dev, state]);
-    assert!(
-        out.status.success(),
-        "ip link set {dev} {state}: {}",
-        text(&out)
-    );
 }
 
 #[test]
@@ -241,7 +232,7 @@ fn the_example_chain_answers_both_names_and_reroutes_around_a_cut_link() {
     let nr_before = named(&lab.stats("nr"));
     let nsff1_before = named(&lab.stats("nsff1"));
     let f2_before = named(&lab.stats("f2"));
-    link_set(&lab, "br-fab", "down");
+    lab.verb("link", &["fab", "down"]);
 
     // f1 and f2 report both directions (f2's reports over f3: their copy
     // over the cut link is lost); the NR sends nSFF1, whose paths hold
@@ -330,7 +321,7 @@ fn the_example_chain_answers_both_names_and_reroutes_around_a_cut_link() {
     // changed (type 0), and new requests take the direct link again.
     let nr_before = named(&lab.stats("nr"));
     let nsff1_before = named(&lab.stats("nsff1"));
-    link_set(&lab, "br-fab", "up");
+    lab.verb("link", &["fab", "up"]);
     let ok = wait_until(30, || down(&lab) == json!([]));
     assert!(ok, "NR links after: {}", down(&lab));
     let mut nsff1 = BTreeMap::new();

@@ -15,7 +15,7 @@
 //! - `curl http://example.net/` gets nginx's page through the SAG `g`;
 //! - `shop.example`, a service of the second domain, answers through both
 //!   SAGs, for both clients;
-//! - cutting the SAR link `s1` ─ `s2` (its bridge down) re-routes: once the
+//! - cutting the SAR link `s1` ─ `s2` (`lab link l down`) re-routes: once the
 //!   IGP has converged `s1` routes the scheduled set's prefix over `s4`;
 //!   `i3` is now the nearer site (25, against 35 for the set), so
 //!   `service.org` is routed to it over `s4`, as are the requests for
@@ -32,7 +32,7 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use common::{have, named, root_or_skip, run_bounded, text, wait_until, Lab};
+use common::{have, named, root_or_skip, run_bounded, wait_until, Lab};
 use serde_json::Value;
 
 const LAB: &str = include_str!("../examples/labs/rosa.toml");
@@ -130,15 +130,6 @@ fn all_full(lab: &Lab, node: &str) -> bool {
         return false;
     };
     !n.is_empty() && n.iter().all(|x| x["state"] == "full")
-}
-
-fn link_set(lab: &Lab, dev: &str, state: &str) {
-    let out = run_bounded(10, "ip", &["-n", &lab.netns(), "link", "set", dev, state]);
-    assert!(
-        out.status.success(),
-        "ip link set {dev} {state}: {}",
-        text(&out)
-    );
 }
 
 /// `n` kernel curls of `service.org`: every one 200 from the scheduled set;
@@ -282,7 +273,7 @@ fn the_example_lab_serves_every_name_and_reroutes_around_a_cut_link() {
         via(&lab, "s1", "fd00:b::/64").as_deref(),
         Some("fd00:ab::2")
     );
-    link_set(&lab, "br-l", "down");
+    lab.verb("link", &["l", "down"]);
     assert!(
         wait_until(40, || via(&lab, "s1", "fd00:b::/64").as_deref()
             == Some("fd00:14::4")),
@@ -321,7 +312,7 @@ fn the_example_lab_serves_every_name_and_reroutes_around_a_cut_link() {
     assert!(counter(&lab, "s4", "sar.request_to_next_sar") >= s4_before + 4);
 
     // Heal: the adjacency comes back and with it the shorter route.
-    link_set(&lab, "br-l", "up");
+    lab.verb("link", &["l", "up"]);
     assert!(
         wait_until(40, || via(&lab, "s1", "fd00:b::/64").as_deref()
             == Some("fd00:ab::2")

@@ -214,11 +214,16 @@ fn benign(counter: &str) -> bool {
 
 /// `shop.example`, announced only in the second domain, through both SAGs.
 fn second_domain(lab: &Lab) {
+    // Learnt *and* reachable: until SPF has a path to i3's SAR, g2's FIB
+    // falls back to `*` and refuses the hand-over (handover_no_instance).
     assert!(
         wait_until(20, || lab.ctl("g2", &["fib"])["fib"]
             .as_array()
-            .is_some_and(|f| f.iter().any(|e| e["service"] == "shop.example"))),
-        "g2 never learnt shop.example: {}",
+            .is_some_and(|f| f.iter().any(|e| e["service"] == "shop.example"
+                && e["instances"].as_array().is_some_and(|i| i
+                    .iter()
+                    .any(|m| m["reachable"] == true))))),
+        "g2 never learnt a reachable shop.example: {}",
         lab.ctl("g2", &["fib"])
     );
     let v = get(lab, "shop.example", &["-n", "2", "--close"]);

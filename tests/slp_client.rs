@@ -881,3 +881,61 @@ fn bad_input_is_refused_before_sending() {
     assert_eq!(run.code, 2);
     assert!(da.finish().is_empty(), "nothing was sent");
 }
+
+/// Run `svcroute ARGS` with its stdout a pipe whose reader is already gone
+/// (`| head -0`); its exit status and stderr.
+#[allow(clippy::disallowed_methods)] // tests drive a real process in real time
+fn with_closed_stdout(args: &[&str]) -> (Option<i32>, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_svcroute"))
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .env("RUST_BACKTRACE", "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run svcroute");
+    drop(child.stdout.take());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "svcroute did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_closed_stdout_ends_slp_and_ctl_quietly() {
+    let da = FakeDa::start(|_, m| vec![reply(m, srv_rply(&[("service:printer:lpr://a", 60)]))]);
+    let addr = da.addr();
+    let mut a = vec!["slp"];
+    a.extend(args(&addr, &["find", "service:printer"]));
+    let (code, err) = with_closed_stdout(&a);
+    assert_eq!(code, Some(141), "like SIGPIPE: {err}");
+    assert!(
+        !err.contains("panicked") && !err.contains("backtrace"),
+        "{err}"
+    );
+    // `svcroute ctl SOCK ... | grep -q`: a control socket that answers.
+    let dir = std::env::temp_dir().join(format!("svcroute-pipe-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("n.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    let server = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let mut line = [0_u8; 64];
+        let _ = s.read(&mut line);
+        s.write_all(br#"{"named": {"mda.rx_udp": 1}, "pid": 1}"#)
+            .unwrap();
+    });
+    let sock = path.to_string_lossy().into_owned();
+    let (code, err) = with_closed_stdout(&["ctl", &sock, "stats"]);
+    server.join().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(code, Some(141), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}

@@ -1,9 +1,9 @@
 //! App-Metrics sub-TLV lists: parse → emit gives the same octets, also
-//! through postcard. Body: `svcroute_stack::wire::fuzz::appmetrics`.
+//! through postcard. Body: `svcroute_stack::fuzz::appmetrics`.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    svcroute_stack::wire::fuzz::appmetrics(data);
+    svcroute_stack::fuzz::appmetrics(data);
 });

@@ -1,9 +1,9 @@
 //! NSH (RFC 8300): parse → emit gives the same octets.
-//! Body: `svcroute_stack::wire::fuzz::nsh`.
+//! Body: `svcroute_stack::fuzz::nsh`.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    svcroute_stack::wire::fuzz::nsh(data);
+    svcroute_stack::fuzz::nsh(data);
 });

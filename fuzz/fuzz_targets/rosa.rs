@@ -1,9 +1,9 @@
 //! ROSA option data: parse → emit gives the same octets; signing and
-//! verification never panic. Body: `svcroute_stack::wire::fuzz::rosa`.
+//! verification never panic. Body: `svcroute_stack::fuzz::rosa`.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    svcroute_stack::wire::fuzz::rosa(data);
+    svcroute_stack::fuzz::rosa(data);
 });

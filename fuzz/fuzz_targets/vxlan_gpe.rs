@@ -1,9 +1,9 @@
 //! VXLAN-GPE header: parse → emit gives the same octets.
-//! Body: `svcroute_stack::wire::fuzz::vxlan_gpe`.
+//! Body: `svcroute_stack::fuzz::vxlan_gpe`.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    svcroute_stack::wire::fuzz::vxlan_gpe(data);
+    svcroute_stack::fuzz::vxlan_gpe(data);
 });

@@ -26,7 +26,7 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
-use super::{named, run_bounded, text, wait_until, Lab};
+use super::{named, wait_until, Lab};
 
 /// What differs between the chain labs.
 #[derive(Default)]
@@ -64,6 +64,7 @@ pub(crate) fn lab_file(name: &str, o: &Opts) -> String {
     let (rest_port, nr) = (o.nr_rest_port, o.nr);
     let mut s = format!(
         r#"name = "{name}"
+keys = "none"  # unkeyed on purpose: this test speaks to (or as) unkeyed nodes
 [[segment]]
 name = "cli"
 [[segment]]
@@ -365,16 +366,6 @@ pub(crate) fn wait_names(lab: &Lab, want: &[(&str, &[u64])]) {
             .all(|(f, ids)| last.get(*f).is_some_and(|v| v == ids))
     });
     assert!(ok, "NR names {last:?}, wanted {want:?}");
-}
-
-/// `ip link set <dev> up|down` in the lab namespace (bridges live there).
-pub(crate) fn link_set(lab: &Lab, dev: &str, state: &str) {
-    let out = run_bounded(10, "ip", &["-n", &lab.netns(), "link", "set", dev, state]);
-    assert!(
-        out.status.success(),
-        "ip link set {dev} {state}: {}",
-        text(&out)
-    );
 }
 
 pub(crate) const CHAIN: [&str; 6] = ["f1", "f2", "nr", "nsff1", "nsff2", "sf2"];

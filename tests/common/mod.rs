@@ -176,6 +176,13 @@ impl Lab {
     /// Write `toml` (whose `name` must be `name`) and `lab up` it.
     #[track_caller]
     pub(crate) fn up(name: &str, toml: &str) -> Self {
+        Self::up_within(name, toml, 30)
+    }
+
+    /// [`Lab::up`], waiting up to `secs` for the nodes to be ready (labs
+    /// with microVM nodes boot slower on a busy machine).
+    #[track_caller]
+    pub(crate) fn up_within(name: &str, toml: &str, secs: u32) -> Self {
         assert!(
             toml.contains(&format!("name = \"{name}\"")),
             "lab file does not name lab {name}"
@@ -192,13 +199,17 @@ impl Lab {
         };
         // A lab of this name left by an earlier, killed run of this test.
         svcroute(&["lab", "down", name]);
-        let out = svcroute(&[
-            "lab",
-            "up",
-            "--timeout",
-            "30",
-            lab.file.to_str().expect("UTF-8 temp dir"),
-        ]);
+        let out = run_bounded(
+            secs + 60,
+            BIN,
+            &[
+                "lab",
+                "up",
+                "--timeout",
+                &secs.to_string(),
+                lab.file.to_str().expect("UTF-8 temp dir"),
+            ],
+        );
         assert!(
             out.status.success(),
             "lab up {name} failed:\n{}",
@@ -255,6 +266,21 @@ impl Lab {
         let v: Value = serde_json::from_slice(&out.stdout).expect("ctl --json answers JSON");
         assert!(v.get("error").is_none(), "ctl {node} {args:?}: {v}");
         v
+    }
+
+    /// `svcroute lab VERB --lab <lab> ARGS...` (`link`, `node`, `host`: the
+    /// break verbs), asserted to succeed; its output.
+    #[track_caller]
+    pub(crate) fn verb(&self, verb: &str, args: &[&str]) -> String {
+        let mut all = vec!["lab", verb, "--lab", &self.name];
+        all.extend_from_slice(args);
+        let out = svcroute(&all);
+        assert!(
+            out.status.success(),
+            "lab {verb} {args:?} failed:\n{}",
+            text(&out)
+        );
+        text(&out)
     }
 
     /// `ctl <node> stats`.
@@ -533,3 +559,31 @@ pub(crate) fn assert_nothing_of(name: &str) {
     let dir = PathBuf::from(format!("/run/svcroute/lab/{name}"));
     assert!(!dir.exists(), "run dir {} left behind", dir.display());
 }
+
+/// A kernel host `inj` for labs built on the default RFC 8677 lab: one leg
+/// on the fabric between f1 and f2, one on the NR's link, one on nSFF1's
+/// link; no addresses. Appended to the lab file by tests that inject.
+pub(crate) const INJ_HOST: &str = r#"
+[[host]]
+name = "inj"
+[[host.iface]]
+segment = "fab"
+[[host.iface]]
+segment = "nrs"
+[[host.iface]]
+segment = "n1"
+"#;
+
+/// `python3 -c SEND_PY IFACE HEX...`: write each frame on IFACE, with
+/// IFACE's MAC as the Ethernet source.
+pub(crate) const SEND_PY: &str = r#"
+import socket, sys
+iface = sys.argv[1]
+mac = bytes.fromhex(open(f"/sys/class/net/{iface}/address").read().strip().replace(":", ""))
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+s.bind((iface, 0))
+for h in sys.argv[2:]:
+    f = bytearray.fromhex(h)
+    f[6:12] = mac
+    s.send(bytes(f))
+"#;
