@@ -299,7 +299,20 @@ fn an_impair_table_in_the_lab_file_is_in_force_at_up() {
     );
     assert!(!fetches(&lab, H1), "h1:0 is declared down");
     assert!(fetches(&lab, WEB), "only h1:0 is declared down");
+    // The client's resolution of h1 spent its probes in the cut: were it
+    // left to fail after the heal, the next connect would get "No route
+    // to host". `up` forgets it.
+    let unresolved = |lab: &Lab| {
+        let out = lab.exec("client", 10, &["ip", "neigh", "show", "10.0.0.2"]);
+        let t = text(&out);
+        t.contains("INCOMPLETE") || t.contains("FAILED")
+    };
+    assert!(
+        unresolved(&lab),
+        "the client never tried h1 through the cut"
+    );
     verb(&lab, &["link", "h1:0", "up"]);
+    assert!(!unresolved(&lab), "up kept the failed resolution of h1");
     assert!(fetches(&lab, H1), "up did not heal the file's cut");
     lab.down();
 }

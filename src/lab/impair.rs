@@ -419,6 +419,25 @@ fn nft(ns: &str, file: &Path) -> Result<()> {
     netns::ip(&["netns", "exec", ns, "nft", "-f", &f]).map(drop)
 }
 
+/// Forget the kernel hosts' failed and unfinished neighbour resolutions
+/// (ARP, NDP), after a link was healed or its loss lowered.
+///
+/// A resolution that began while the link was cut sent all its probes
+/// into the cut; if it is still unfinished when the link heals, it fails
+/// a moment later and the kernel answers the packets queued on it, the
+/// first connect after healing included, with "No route to host". A
+/// flushed entry is resolved afresh by the next packet. Hosts of other
+/// machines are theirs to heal.
+pub(crate) fn forget_failed_neighbours(st: &State) -> Result<()> {
+    for h in st.lab.hosts.iter().filter(|h| netns::exists(&h.netns)) {
+        for nud in ["failed", "incomplete"] {
+            netns::ip_in(&h.netns, &["neigh", "flush", "nud", nud])
+                .with_context(|| format!("host {}: flushing {nud} neighbours", h.name))?;
+        }
+    }
+    Ok(())
+}
+
 /// Send `shape` for node port `link` to its node (`ctl impair`); a node
 /// that is not running is skipped unless `must`.
 fn push(st: &State, link: &str, shape: &Shape, must: bool) -> Result<()> {

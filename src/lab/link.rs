@@ -69,6 +69,9 @@ pub(super) fn link(lab: Option<&str>, spec: &str, action: &LinkAction) -> Result
     let text = cur.describe();
     imps.push(cur);
     impair::store(&st, &imps)?;
+    if !matches!(action, LinkAction::Down) {
+        impair::forget_failed_neighbours(&st)?;
+    }
     out(&format!(
         "lab {}: {} {} ({} port(s)): {text}\n",
         st.lab.name,
