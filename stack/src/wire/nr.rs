@@ -1,3 +1,4 @@
+// Over 800 lines: one wire family: six GFF message types share the TLV list, names and authentication.
 //! Name resolver (NR) and fabric control messages: the payloads of GFF types
 //! 3–8 (RFC 8677 §6.2–6.4, Figures 12–14; SPEC §1.1–1.2), byte-aligned
 //! **\[ext\]**, plus the names they are about ([`Fqdn`], [`hash_fqdn`]) and
@@ -166,42 +167,17 @@ fn check_canonical(name: &str) -> Result<()> {
     Ok(())
 }
 
-/// TLV type codes, an open enum.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum TlvType {
-    /// 1: the FQDN.
-    Fqdn,
-    /// 2: the auth tag **\[ext\]**.
-    AuthTag,
-    /// 3: the reverse pathID **\[ext\]**.
-    ReversePath,
-    /// 4: the sender's sequence number **\[ext\]**.
-    Sequence,
-    /// Any other value.
-    Unknown(u8),
-}
-
-impl From<u8> for TlvType {
-    fn from(value: u8) -> Self {
-        match value {
-            1 => Self::Fqdn,
-            2 => Self::AuthTag,
-            3 => Self::ReversePath,
-            4 => Self::Sequence,
-            other => Self::Unknown(other),
-        }
-    }
-}
-
-impl From<TlvType> for u8 {
-    fn from(value: TlvType) -> Self {
-        match value {
-            TlvType::Fqdn => 1,
-            TlvType::AuthTag => 2,
-            TlvType::ReversePath => 3,
-            TlvType::Sequence => 4,
-            TlvType::Unknown(v) => v,
-        }
+open_enum! {
+    /// TLV type codes, an open enum.
+    pub enum TlvType: u8 {
+        /// 1: the FQDN.
+        Fqdn = 1,
+        /// 2: the auth tag **\[ext\]**.
+        AuthTag = 2,
+        /// 3: the reverse pathID **\[ext\]**.
+        ReversePath = 3,
+        /// 4: the sender's sequence number **\[ext\]**.
+        Sequence = 4,
     }
 }
 
@@ -485,65 +461,23 @@ impl<'a> Ids<'a> {
     }
 }
 
-/// What a path update lists, an open enum.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum UpdateKind {
-    /// 0: nSFF IDs (RFC 8677 Figure 14's legend; [`ALL_NSFFS`] = all).
-    NsffIds,
-    /// 1: link IDs.
-    LinkIds,
-    /// Any other value.
-    Unknown(u8),
-}
-
-impl From<u8> for UpdateKind {
-    fn from(value: u8) -> Self {
-        match value {
-            0 => Self::NsffIds,
-            1 => Self::LinkIds,
-            other => Self::Unknown(other),
-        }
+open_enum! {
+    /// What a path update lists, an open enum.
+    pub enum UpdateKind: u8 {
+        /// 0: nSFF IDs (RFC 8677 Figure 14's legend; [`ALL_NSFFS`] = all).
+        NsffIds = 0,
+        /// 1: link IDs.
+        LinkIds = 1,
     }
 }
 
-impl From<UpdateKind> for u8 {
-    fn from(value: UpdateKind) -> Self {
-        match value {
-            UpdateKind::NsffIds => 0,
-            UpdateKind::LinkIds => 1,
-            UpdateKind::Unknown(v) => v,
-        }
-    }
-}
-
-/// A link's state in a link event, an open enum.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum LinkState {
-    /// 0: no hello for 3 s.
-    Down,
-    /// 1: hellos again.
-    Up,
-    /// Any other value.
-    Unknown(u8),
-}
-
-impl From<u8> for LinkState {
-    fn from(value: u8) -> Self {
-        match value {
-            0 => Self::Down,
-            1 => Self::Up,
-            other => Self::Unknown(other),
-        }
-    }
-}
-
-impl From<LinkState> for u8 {
-    fn from(value: LinkState) -> Self {
-        match value {
-            LinkState::Down => 0,
-            LinkState::Up => 1,
-            LinkState::Unknown(v) => v,
-        }
+open_enum! {
+    /// A link's state in a link event, an open enum.
+    pub enum LinkState: u8 {
+        /// 0: no hello for 3 s.
+        Down = 0,
+        /// 1: hellos again.
+        Up = 1,
     }
 }
 
