@@ -1,3 +1,4 @@
+// Over 800 lines: the fabric is derived in one pass over the topology (attachments, link IDs, two disjoint NR paths) whose steps share the same tables.
 //! The RFC 8677 fabric description, derived from the lab topology.
 //!
 //! An `nr` node whose `[node.config]` says `fabric = "auto"` gets its

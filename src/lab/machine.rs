@@ -1,3 +1,4 @@
+// Over 800 lines: the multi-machine plan, its validation and the VXLAN joining are one room, run together by lab up and down.
 //! Labs across machines: `[[machine]]` tables, `machine = "..."` on nodes
 //! and hosts, and `lab up --machine NAME`, which builds only that machine's
 //! part and joins each segment it shares with other machines to theirs with

@@ -1,3 +1,4 @@
+// Over 800 lines: the node loop, its ports and the Role trait it drives are one room.
 //! The single-threaded node loop.
 //!
 //! A [`Node`] owns one or more [`Port`]s — a [`Link`] plus a smoltcp

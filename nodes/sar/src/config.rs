@@ -1,3 +1,4 @@
+// Over 800 lines: the [sar] section and every check of it against the node's ports are one room; each key's validation sits by its parse.
 //! The `[sar]` section of a node file, and its validation against the
 //! node's ports into [`Settings`], what the driver runs on.
 //!

@@ -1,3 +1,4 @@
+// Over 800 lines: the FIB, the NHIB and the IGP are one state: every announcement and withdrawal updates all three together.
 //! The SAR core: FIB, NHIB, policies and the IGP behind one sans-IO type.
 //!
 //! ```text

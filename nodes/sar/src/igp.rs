@@ -1,3 +1,4 @@
+// Over 800 lines: one link-state machine: neighbours, LSDB, flooding and SPF share the database and its timers.
 //! The SAR IGP **\[ext\]** (SPEC §2.3), sans-IO: a small link-state
 //! protocol in the manner of OSPF over the messages of
 //! [`svcroute_stack::wire::igp`].

@@ -1,3 +1,4 @@
+// Over 800 lines: one wire family: the option header, its entry types, service names and constraints each have a parser and an emitter that must stay in step.
 //! The ROSA option (IPv6 destination option `0x3E`, SPEC §2.1; the message
 //! figures of draft-trossen-rtgwg-rosa-arch-01 §3.2): service announcements,
 //! requests, responses and withdrawals as a one-octet header and a list of

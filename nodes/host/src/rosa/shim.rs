@@ -1,3 +1,4 @@
+// Over 800 lines: the shim is one state machine (transactions by client, bound and instance key, name cache, announcer) whose tables every packet path reads and writes together.
 //! The shim's state machine (see the module essay in [`super`]).
 
 use std::collections::{HashMap, VecDeque};

@@ -1,3 +1,4 @@
+// Over 800 lines: the TUN shim's config, frame (un)wrapping and its Role impl are one room; the translation state lives in the shim it wraps.
 //! # TUN mode: the ROSA shim for unmodified kernel programs
 //!
 //! `svcroute shim --tun` lets a kernel program (curl, wrk) in its own

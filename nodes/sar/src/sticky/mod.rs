@@ -1,3 +1,4 @@
+// Over 800 lines: the engine that joins the ingress and egress halves of both drafts; its parts (table, sites, anchor, meter, tunnel) are already submodules.
 //! # Sticky service and App-Metrics in the SAR (SPEC §3)
 //!
 //! Two drafts, one engine, sans-IO:
