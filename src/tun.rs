@@ -25,8 +25,8 @@ use tun_tap::{Iface, Mode};
 
 use crate::lab::netns;
 
-/// Ethernet header the link adds in front of each IP packet.
-const ETH_LEN: usize = 14;
+// The Ethernet header the link adds in front of each IP packet.
+use smoltcp::wire::ETHERNET_HEADER_LEN as ETH_LEN;
 /// Largest IP packet a TUN hands over.
 const MAX_PACKET: usize = 65_535;
 

@@ -50,7 +50,7 @@ pub const ASK_INTERVAL: Duration = Duration::from_secs(1);
 /// Most neighbours remembered per port.
 pub const MAX_ENTRIES: usize = 1024;
 
-const ETH_LEN: usize = 14;
+use smoltcp::wire::ETHERNET_HEADER_LEN as ETH_LEN;
 
 #[derive(Debug, Clone, Copy)]
 struct Entry {

@@ -1,3 +1,4 @@
+// Over 800 lines: one simulated world: segments, partitions, the virtual clock and the trace share the event queue.
 //! In-memory L2 segments with a virtual clock: whole topologies in a unit test.
 //!
 //! A [`Sim`] owns a world of simulated Ethernet segments and the nodes attached
@@ -88,8 +89,8 @@ use smoltcp::wire::{EthernetAddress, IpAddress, IpCidr, Ipv4Address, Ipv6Address
 use crate::phy::Link;
 use crate::runtime::{Node, PortConfig, Role};
 
-/// Length of the Ethernet II header the MTU check does not count.
-const ETH_HDR: usize = 14;
+// The Ethernet II header the MTU check does not count.
+use smoltcp::wire::ETHERNET_HEADER_LEN as ETH_HDR;
 
 /// Steps [`Sim::run_for`] allows before it gives up.
 pub const RUN_FOR_MAX_STEPS: u64 = 1_000_000;

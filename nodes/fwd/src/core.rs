@@ -721,7 +721,7 @@ mod test {
 
     const SECRET: &str = "000102030405060708090a0b0c0d0e0f";
     /// Golden-byte offsets in a test frame.
-    const ETH_LEN: usize = 14;
+    use smoltcp::wire::ETHERNET_HEADER_LEN as ETH_LEN;
     const GFF_AT: usize = gff::GFF_OFFSET;
     const HOP_LIMIT_AT: usize = ETH_LEN + 7;
 

@@ -48,12 +48,12 @@ use svcroute_stack::wire::vxlan_gpe::{self, Vni};
 /// Most rows of the nNLM (it only comes from config).
 pub const MAX_ROWS: usize = 65_536;
 
-const ETH_LEN: usize = 14;
+use smoltcp::wire::{
+    ETHERNET_HEADER_LEN as ETH_LEN, IPV4_HEADER_LEN as IPV4_LEN, IPV6_HEADER_LEN as IPV6_LEN,
+    UDP_HEADER_LEN as UDP_LEN,
+};
 const ETHERTYPE_IPV4: u16 = 0x0800;
 const ETHERTYPE_IPV6: u16 = 0x86dd;
-const IPV4_LEN: usize = 20;
-const IPV6_LEN: usize = 40;
-const UDP_LEN: usize = 8;
 /// Hop limit / TTL of the outer IP header we originate.
 const OUTER_HOP_LIMIT: u8 = 64;
 /// UDP source ports of VXLAN-GPE we send: `0xc000 | (SPI & 0x3fff)`.

@@ -70,8 +70,8 @@ use svcroute_stack::wire::nsff::{
     OPEN_HEADER_LEN,
 };
 
-/// Octets of the IPv6 header in front of the GFF header.
-const IPV6_HEADER_LEN: usize = 40;
+// The IPv6 header in front of the GFF header.
+use smoltcp::wire::IPV6_HEADER_LEN;
 
 /// Transport settings: the `[nsff.transport]` section of the node file.
 /// Every key is optional.

@@ -18,10 +18,8 @@ use smoltcp::time::{Duration, Instant};
 use smoltcp::wire::{Icmpv6Packet, IpProtocol};
 use svcroute_stack::shim::edit::{self, Fragment};
 
-/// Octets of an Ethernet header.
-pub const ETH_LEN: usize = 14;
-/// Octets of the fixed IPv6 header.
-pub const IPV6_LEN: usize = 40;
+/// Octets of an Ethernet header and of the fixed IPv6 header.
+pub use smoltcp::wire::{ETHERNET_HEADER_LEN as ETH_LEN, IPV6_HEADER_LEN as IPV6_LEN};
 /// The IPv6 minimum MTU: no error packet is longer (RFC 4443 §2.4 (c)).
 pub const MIN_MTU: usize = 1280;
 /// Hop limit of the errors we originate.

@@ -321,15 +321,15 @@ pub fn rewrite_addr(frame: &mut [u8], field: AddrField, new: IpAddr) -> Result<I
     Ok(old)
 }
 
-const ETH_HEADER_LEN: usize = 14;
+use smoltcp::wire::{
+    ETHERNET_HEADER_LEN as ETH_HEADER_LEN, IPV4_HEADER_LEN as IPV4_MIN_HEADER_LEN, IPV6_HEADER_LEN,
+};
 const ETHERTYPE_IPV4: u16 = 0x0800;
 const ETHERTYPE_IPV6: u16 = 0x86dd;
 const ETHERTYPE_VLAN: u16 = 0x8100;
 const ETHERTYPE_QINQ: u16 = 0x88a8;
 const VLAN_TAG_LEN: usize = 4;
 const MAX_VLAN_TAGS: usize = 2;
-const IPV4_MIN_HEADER_LEN: usize = 20;
-const IPV6_HEADER_LEN: usize = 40;
 
 /// The EtherType after any VLAN tags, and the offset of the payload.
 fn ethernet(frame: &[u8]) -> Result<(u16, usize), EditError> {

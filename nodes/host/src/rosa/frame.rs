@@ -16,10 +16,8 @@ use smoltcp::wire::{
 use svcroute_stack::shim::edit::{self, Fragment};
 use svcroute_stack::wire::ipv6opt::{self, OptionRepr};
 
-/// Length of an Ethernet II header (host frames carry no VLAN tag).
-pub(crate) const ETH_LEN: usize = 14;
-/// Length of the fixed IPv6 header.
-pub(crate) const IPV6_LEN: usize = 40;
+// Host frames carry no VLAN tag: the Ethernet II header is always 14 octets.
+pub(crate) use smoltcp::wire::{ETHERNET_HEADER_LEN as ETH_LEN, IPV6_HEADER_LEN as IPV6_LEN};
 
 /// TCP flag bits (RFC 9293 §3.1).
 pub(crate) const FIN: u8 = 0x01;

@@ -24,9 +24,7 @@ use svcroute_stack::shim::edit;
 /// The UDP port of SAG ⇄ SAG encapsulation.
 pub const PORT: u16 = 7471;
 
-const ETH: usize = 14;
-const IP6: usize = 40;
-const UDP: usize = 8;
+use smoltcp::wire::{ETHERNET_HEADER_LEN as ETH, IPV6_HEADER_LEN as IP6, UDP_HEADER_LEN as UDP};
 
 /// Why an encapsulated datagram was refused (the `drop.sag.*` counter).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

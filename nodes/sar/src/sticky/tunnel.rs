@@ -25,8 +25,7 @@ use std::net::Ipv6Addr;
 
 use svcroute_stack::wire::gre::{self, ProtocolType};
 
-const ETH: usize = 14;
-const IP6: usize = 40;
+use smoltcp::wire::{ETHERNET_HEADER_LEN as ETH, IPV6_HEADER_LEN as IP6};
 /// Next header of IPv6-in-IPv6.
 pub const NH_IPV6: u8 = 41;
 
