@@ -285,7 +285,7 @@ for seq in range(count):
 /// Issue 12: a host on the fabric segment sending link hellos that name f2
 /// (from its own MAC) does not move f2's address at f1: f1 keeps sending
 /// f2's frames to f2, and counts the spoofed hellos
-/// (`drop.fwd_hello_mac_moved`).
+/// (`drop.fwd.hello_mac_moved`).
 #[test]
 fn a_spoofed_hello_does_not_move_a_neighbours_mac() {
     if !root_or_skip() {
@@ -312,7 +312,7 @@ fn a_spoofed_hello_does_not_move_a_neighbours_mac() {
     assert_eq!(neighbour(&lab), ("up".to_owned(), f2_mac.clone()));
     let d = lab.drops("f1");
     assert!(
-        d.get("drop.fwd_hello_mac_moved").copied().unwrap_or(0) >= 10,
+        d.get("drop.fwd.hello_mac_moved").copied().unwrap_or(0) >= 10,
         "{d:?}"
     );
     // Data for hb still crosses f2.

@@ -211,7 +211,7 @@ fn a_keyed_lab_drops_forged_and_replayed_control_and_transport() {
         state: LinkState::Down,
         tlvs: Tlvs::EMPTY,
     }));
-    let nr_counters = [("nr", "drop.nr_auth_missing"), ("nr", "drop.nr_auth_bad")];
+    let nr_counters = [("nr", "drop.nr.auth_missing"), ("nr", "drop.nr.auth_bad")];
     let before = snapshot(&lab, &nr_counters);
     let mut frames = Vec::new();
     for (t, p, sender) in [
@@ -245,8 +245,8 @@ fn a_keyed_lab_drops_forged_and_replayed_control_and_transport() {
         tlvs: Tlvs::EMPTY,
     }));
     let nsff_counters = [
-        ("nsff1", "drop.nsff_nr_auth_missing"),
-        ("nsff1", "drop.nsff_nr_auth_bad"),
+        ("nsff1", "drop.nsff.nr_auth_missing"),
+        ("nsff1", "drop.nsff.nr_auth_bad"),
     ];
     let before = snapshot(&lab, &nsff_counters);
     let updates = counter(&lab, "nsff1", "nsff.path_updates");
@@ -286,8 +286,8 @@ fn a_keyed_lab_drops_forged_and_replayed_control_and_transport() {
         "no transport packet seen on the fabric"
     );
     let replay = [
-        ("nsff1", "drop.nsff_transport_replayed"),
-        ("nsff2", "drop.nsff_transport_replayed"),
+        ("nsff1", "drop.nsff.transport_replayed"),
+        ("nsff2", "drop.nsff.transport_replayed"),
     ];
     let before: u64 = snapshot(&lab, &replay).values().sum();
     // send.py writes inj's MAC as the source: the switches do not care.

@@ -168,7 +168,7 @@ fn rest_registration_and_a_gff_path_request_from_a_kernel_namespace() {
     assert_eq!(register(&lab, "http://10.0.0.1:8080", &a, 1).0, 201);
     let (status, body) = register(&lab, "http://10.0.0.1:8080", &b, 1);
     assert_eq!(status, 409, "{body}");
-    assert!(body.contains("nr_hash_collision"), "{body}");
+    assert!(body.contains("nr.hash_collision"), "{body}");
     // Bad input and the table cap (max_names = 3).
     assert_eq!(register(&lab, "http://10.0.0.1:8080", "bad name", 1).0, 400);
     assert_eq!(
@@ -224,8 +224,8 @@ fn rest_registration_and_a_gff_path_request_from_a_kernel_namespace() {
     assert_eq!(d["discovery"][0]["serving"], 2, "{d}");
     let stats = lab.stats("nr");
     assert_eq!(stats["named"]["nr.requests"], 1, "{stats}");
-    assert_eq!(stats["named"]["drop.nr_hash_collision"], 1, "{stats}");
-    assert_eq!(stats["named"]["drop.nr_names_full"], 1, "{stats}");
+    assert_eq!(stats["named"]["drop.nr.hash_collision"], 1, "{stats}");
+    assert_eq!(stats["named"]["drop.nr.names_full"], 1, "{stats}");
     lab.down();
 }
 

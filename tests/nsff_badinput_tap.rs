@@ -253,61 +253,61 @@ fn switch_cases() -> Vec<Case> {
             "GFF shorter than its length/type and pathID",
             Via::F1,
             ipv6(&nr, 64, &gff(256, REGISTRATION, &nr[..8], &[])),
-            &[("f1:drop.fwd_malformed_gff", 1)],
+            &[("f1:drop.fwd.malformed_gff", 1)],
         ),
         case(
             "GFF length 12 bits (not whole octets)",
             Via::F1,
             ipv6(&nr, 64, &gff(12, REGISTRATION, &nr, &reg)),
-            &[("f1:drop.fwd_malformed_gff", 1)],
+            &[("f1:drop.fwd.malformed_gff", 1)],
         ),
         case(
             "GFF length 128 bits (not a 256-bit pathID)",
             Via::F1,
             ipv6(&nr, 64, &gff(128, REGISTRATION, &nr[..16], &reg)),
-            &[("f1:drop.fwd_malformed_gff", 1)],
+            &[("f1:drop.fwd.malformed_gff", 1)],
         ),
         case(
             "GFF type 0",
             Via::F1,
             msg(0, &[TO_NR], &reg),
-            &[("f1:drop.fwd_unknown_type", 1)],
+            &[("f1:drop.fwd.unknown_type", 1)],
         ),
         case(
             "GFF type 15",
             Via::F1,
             msg(15, &[TO_NR, TO_NSFF1], &reg),
-            &[("f1:drop.fwd_unknown_type", 1)],
+            &[("f1:drop.fwd.unknown_type", 1)],
         ),
         case(
             "GFF pathID differs from IPv6 source ‖ destination",
             Via::F1,
             ipv6(&nr, 64, &gff(256, REGISTRATION, &path(&[TO_NSFF1]), &reg)),
-            &[("f1:drop.fwd_pathid_mismatch", 1)],
+            &[("f1:drop.fwd.pathid_mismatch", 1)],
         ),
         case(
             "IPv6 EtherType, version 4",
             Via::F1,
             v4,
-            &[("f1:drop.fwd_malformed_ipv6", 1)],
+            &[("f1:drop.fwd.malformed_ipv6", 1)],
         ),
         case(
             "IPv6 payload length past the frame",
             Via::F1,
             long,
-            &[("f1:drop.fwd_malformed_ipv6", 1)],
+            &[("f1:drop.fwd.malformed_ipv6", 1)],
         ),
         case(
             "hop limit 1 (would leave with 0)",
             Via::F1,
             ipv6(&nr, 1, &gff(256, REGISTRATION, &nr, &reg)),
-            &[("f1:drop.fwd_hop_limit", 1)],
+            &[("f1:drop.fwd.hop_limit", 1)],
         ),
         case(
             "pathID of a link no port has",
             Via::F1,
             msg(REGISTRATION, &[NOWHERE], &reg),
-            &[("f1:drop.fwd_no_match", 1)],
+            &[("f1:drop.fwd.no_match", 1)],
         ),
     ]
 }
@@ -322,19 +322,19 @@ fn nr_cases() -> Vec<Case> {
             "registration cut after 3 octets",
             REGISTRATION,
             vec![0, 0x12, 0x34],
-            "nr:drop.nr_malformed",
+            "nr:drop.nr.malformed",
         ),
         c(
             "registration with reserved flag bits",
             REGISTRATION,
             register_name(0x80, "evil.example", 1),
-            "nr:drop.nr_malformed",
+            "nr:drop.nr.malformed",
         ),
         c(
             "registration for nSFF ID 255",
             REGISTRATION,
             register_name(0, "evil.example", 255),
-            "nr:drop.nr_malformed",
+            "nr:drop.nr.malformed",
         ),
         c(
             "registration whose FQDN TLV claims 200 octets and has 5",
@@ -345,25 +345,25 @@ fn nr_cases() -> Vec<Case> {
                 1,
                 &[1, 200, b'e', b'v', b'i', b'l', b'.'],
             ),
-            "nr:drop.nr_malformed",
+            "nr:drop.nr.malformed",
         ),
         c(
             "registration of a 254-octet FQDN",
             REGISTRATION,
             register_name(0, &long, 1),
-            "nr:drop.nr_malformed",
+            "nr:drop.nr.malformed",
         ),
         c(
             "registration of a 64-octet label",
             REGISTRATION,
             register_name(0, &format!("{}.example", "c".repeat(64)), 1),
-            "nr:drop.nr_malformed",
+            "nr:drop.nr.malformed",
         ),
         c(
             "registration of an upper-case (non-canonical) FQDN",
             REGISTRATION,
             register_name(0, "Evil.Example", 1),
-            "nr:drop.nr_malformed",
+            "nr:drop.nr.malformed",
         ),
         c(
             "registration whose FQDN does not hash to its hash field",
@@ -374,73 +374,73 @@ fn nr_cases() -> Vec<Case> {
                 1,
                 &tlv(1, b"evil.example"),
             ),
-            "nr:drop.nr_hash_mismatch",
+            "nr:drop.nr.hash_mismatch",
         ),
         c(
             "registration from nSFF 9 (not in the fabric)",
             REGISTRATION,
             register_name(0, "evil.example", 9),
-            "nr:drop.nr_unknown_nsff",
+            "nr:drop.nr.unknown_nsff",
         ),
         c(
             "deregistration of a name never registered",
             REGISTRATION,
             register_name(1, "ghost.example", 2),
-            "nr:drop.nr_not_registered",
+            "nr:drop.nr.not_registered",
         ),
         c(
             "path request cut after 2 octets",
             PATH_REQUEST,
             vec![0x3f, 0xe3],
-            "nr:drop.nr_malformed",
+            "nr:drop.nr.malformed",
         ),
         c(
             "path request whose TLV overruns the message",
             PATH_REQUEST,
             vec![0x3f, 0xe3, 1, 1, 9, b'x'],
-            "nr:drop.nr_malformed",
+            "nr:drop.nr.malformed",
         ),
         c(
             "path request from nSFF 7 (not in the fabric)",
             PATH_REQUEST,
             vec![0x3f, 0xe3, 7],
-            "nr:drop.nr_unknown_requester",
+            "nr:drop.nr.unknown_requester",
         ),
         c(
             "path response sent to the NR",
             PATH_RESPONSE,
             found("www.example2.com", 2, &[3, 10, 4], &[5, 11, 2]),
-            "nr:drop.nr_unexpected_type",
+            "nr:drop.nr.unexpected_type",
         ),
         c(
             "path update sent to the NR",
             PATH_UPDATE,
             vec![0, 1, 2],
-            "nr:drop.nr_unexpected_type",
+            "nr:drop.nr.unexpected_type",
         ),
         c(
             "transport data sent to the NR",
             DATA,
             data(8, STRANGER_TXN, 0, b"x", false),
-            "nr:drop.nr_unexpected_type",
+            "nr:drop.nr.unexpected_type",
         ),
         c(
             "link event cut after 1 octet",
             LINK_EVENT,
             vec![10],
-            "nr:drop.nr_malformed",
+            "nr:drop.nr.malformed",
         ),
         c(
             "link event for link 99 (not in the fabric)",
             LINK_EVENT,
             vec![99, 0],
-            "nr:drop.nr_unknown_link",
+            "nr:drop.nr.unknown_link",
         ),
         c(
             "link event with state 7 for link 10",
             LINK_EVENT,
             vec![10, 7],
-            "nr:drop.nr_bad_link_state",
+            "nr:drop.nr.bad_link_state",
         ),
     ]
 }
@@ -457,7 +457,7 @@ fn nsff_nr_cases() -> Vec<Case> {
             what,
             Via::F1,
             to_nsff1(ty, payload),
-            &[("nsff1:drop.nsff_nr_malformed", 1)],
+            &[("nsff1:drop.nsff.nr_malformed", 1)],
         )
     };
     vec![
@@ -506,13 +506,13 @@ fn nsff_nr_cases() -> Vec<Case> {
             "registration sent to an nSFF",
             Via::F1,
             to_nsff1(REGISTRATION, register_name(0, "evil.example", 1)),
-            &[("nsff1:drop.nsff_gff_unexpected_type", 1)],
+            &[("nsff1:drop.nsff.gff_unexpected_type", 1)],
         ),
         case(
             "link event sent to an nSFF",
             Via::F1,
             to_nsff1(LINK_EVENT, vec![10, 0]),
-            &[("nsff1:drop.nsff_gff_unexpected_type", 1)],
+            &[("nsff1:drop.nsff.gff_unexpected_type", 1)],
         ),
     ]
 }
@@ -615,12 +615,12 @@ fn transport_cases() -> Vec<Case> {
 fn endpoint_framing_cases() -> Vec<Case> {
     let mut v = Vec::new();
     for (via, node, own, not_ours) in [
-        (Via::Nr, "nr", TO_NR, "nr:drop.nr_gff_not_for_us"),
+        (Via::Nr, "nr", TO_NR, "nr:drop.nr.gff_not_for_us"),
         (
             Via::Nsff1,
             "nsff1",
             TO_NSFF1,
-            "nsff1:drop.nsff_gff_not_for_us",
+            "nsff1:drop.nsff.gff_not_for_us",
         ),
     ] {
         let p = path(&[own]);
@@ -679,7 +679,7 @@ fn endpoint_framing_cases() -> Vec<Case> {
 const ALL_NODES: u8 = 255;
 
 /// Counters a case may change or must leave alone: every drop (but the
-/// switches' `fwd_not_gff`, which IPv6 chatter of `inj`'s kernel fed before
+/// switches' `fwd.not_gff`, which IPv6 chatter of `inj`'s kernel fed before
 /// the test turned IPv6 off there) and what installing or acting on a
 /// message would count.
 /// Not the hello and registration-refresh counters, which tick by time.
@@ -702,7 +702,7 @@ const WATCHED: &[&str] = &[
 ];
 
 fn watched(k: &str) -> bool {
-    (k.starts_with("drop.") && k != "drop.fwd_not_gff") || WATCHED.contains(&k)
+    (k.starts_with("drop.") && k != "drop.fwd.not_gff") || WATCHED.contains(&k)
 }
 
 /// `node:counter` for the watched counters of `nodes`, with nSFF1's cache
@@ -1082,7 +1082,7 @@ fn name_floods_stop_at_the_caps_with_counted_refusals() {
     };
 
     // 1. Registrations over REST, 4 × max_names: the table fills, then 507.
-    let names_full0 = counter(&lab, "nr", "drop.nr_names_full");
+    let names_full0 = counter(&lab, "nr", "drop.nr.names_full");
     let flood = distinct_names("r", 4 * MAX_NAMES, &mut taken);
     let mut args = vec!["python3", "-c", REST_PY];
     args.extend(flood.iter().map(String::as_str));
@@ -1093,11 +1093,11 @@ fn name_floods_stop_at_the_caps_with_counted_refusals() {
         BTreeMap::from([(201, added as u64), (507, (4 * MAX_NAMES - added) as u64)]),
         "{t:?}"
     );
-    assert_bodies(&t, 507, "nr_names_full");
+    assert_bodies(&t, 507, "nr.names_full");
     let registered = nr_names(&lab);
     assert_eq!(registered.len(), MAX_NAMES, "{registered:?}");
     assert_eq!(
-        counter(&lab, "nr", "drop.nr_names_full") - names_full0,
+        counter(&lab, "nr", "drop.nr.names_full") - names_full0,
         (4 * MAX_NAMES - added) as u64
     );
     // The first `added` of the flood got in (the REST flood is in order).
@@ -1143,7 +1143,7 @@ fn name_floods_stop_at_the_caps_with_counted_refusals() {
     let evicted0 = lab.ctl("nsff1", &["cache"])["stats"]["evicted"]
         .as_u64()
         .unwrap();
-    let disc_full0 = counter(&lab, "nr", "drop.nr_discovery_full");
+    let disc_full0 = counter(&lab, "nr", "drop.nr.discovery_full");
     let no_sf0 = counter(&lab, "nsff2", "nsff.egress_no_sf");
     let mut args = vec!["python3", "-c", HTTP_PY, "seq"];
     args.extend(accepted.iter().map(|s| s.as_str()));
@@ -1166,10 +1166,10 @@ fn name_floods_stop_at_the_caps_with_counted_refusals() {
     assert_eq!(json_len(&d["discovery"]), MAX_DISCOVERY, "{d}");
     // At least one refusal per name beyond the table (a retried request
     // is refused again).
-    let refused = counter(&lab, "nr", "drop.nr_discovery_full") - disc_full0;
+    let refused = counter(&lab, "nr", "drop.nr.discovery_full") - disc_full0;
     assert!(
         refused >= (discovery0 + added - MAX_DISCOVERY) as u64,
-        "drop.nr_discovery_full +{refused}"
+        "drop.nr.discovery_full +{refused}"
     );
     report("the registered names");
 

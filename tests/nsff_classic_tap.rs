@@ -314,16 +314,16 @@ fn vxlan_gpe_over_ipv4_is_forwarded_with_ttl_decremented() {
 
     let c = counters(&lab);
     let get = |k: &str| c.get(k).copied().unwrap_or(0);
-    assert_eq!(get("nsff.classic_drop_ttl"), 1, "{c:?}");
-    assert_eq!(get("nsff.classic_drop_no_route"), 1, "{c:?}");
-    assert_eq!(get("nsff.classic_drop_not_classic"), 1, "{c:?}");
+    assert_eq!(get("drop.nsff.classic_ttl"), 1, "{c:?}");
+    assert_eq!(get("drop.nsff.classic_no_route"), 1, "{c:?}");
+    assert_eq!(get("drop.nsff.classic_not_classic"), 1, "{c:?}");
     assert_eq!(get("nsff.classic_forwarded"), 2, "{c:?}");
     assert_eq!(get("nsff.classic_in_vxlan_gpe"), 2, "{c:?}");
     assert_eq!(get("nsff.classic_out_vxlan_gpe"), 2, "{c:?}");
-    assert_eq!(get("nsff.classic_malformed"), 0, "{c:?}");
+    assert_eq!(get("drop.nsff.classic_malformed"), 0, "{c:?}");
     let v = lab.ctl("nsff", &["nnlm"]);
     assert_eq!(v["rows"].as_array().map(Vec::len), Some(3), "{v}");
-    assert_eq!(v["counters"]["nsff.classic_drop_ttl"], 1, "{v}");
+    assert_eq!(v["counters"]["drop.nsff.classic_ttl"], 1, "{v}");
     assert_eq!(v["waiting"], 0, "{v}");
     lab.down();
 }
@@ -363,7 +363,7 @@ fn gre_over_ipv6_goes_out_as_nsh_over_ethernet() {
 
     let c = counters(&lab);
     let get = |k: &str| c.get(k).copied().unwrap_or(0);
-    assert_eq!(get("nsff.classic_drop_ttl"), 1, "{c:?}");
+    assert_eq!(get("drop.nsff.classic_ttl"), 1, "{c:?}");
     assert_eq!(get("nsff.classic_in_gre"), 1, "{c:?}");
     assert_eq!(get("nsff.classic_out_ethernet"), 1, "{c:?}");
     assert_eq!(get("nsff.classic_forwarded"), 1, "{c:?}");

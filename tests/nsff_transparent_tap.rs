@@ -35,11 +35,11 @@ const NSFF1: [&str; 8] = [
     "nsff.transparent_accepted",
     "nsff.clients_accepted",
     "nsff.tls_accepted",
-    "drop.nsff_transparent_port",
-    "drop.nsff_transparent_not_intercepted",
-    "drop.nsff_transparent_not_tcp",
-    "drop.nsff_transparent_arp_not_ours",
-    "drop.nsff_transparent_ns_not_ours",
+    "drop.nsff.transparent_port",
+    "drop.nsff.transparent_not_intercepted",
+    "drop.nsff.transparent_not_tcp",
+    "drop.nsff.transparent_arp_not_ours",
+    "drop.nsff.transparent_ns_not_ours",
 ];
 
 /// What curl got: body, the address its socket was connected to, status
@@ -309,11 +309,11 @@ fn any_destination_on_80_and_443_is_served_by_name() {
             "{k} moved too little: {d:?}"
         );
     };
-    moved("drop.nsff_transparent_port", 2);
-    moved("drop.nsff_transparent_not_intercepted", 2);
-    moved("drop.nsff_transparent_not_tcp", 2);
-    moved("drop.nsff_transparent_arp_not_ours", 1);
-    moved("drop.nsff_transparent_ns_not_ours", 1);
+    moved("drop.nsff.transparent_port", 2);
+    moved("drop.nsff.transparent_not_intercepted", 2);
+    moved("drop.nsff.transparent_not_tcp", 2);
+    moved("drop.nsff.transparent_arp_not_ours", 1);
+    moved("drop.nsff.transparent_ns_not_ours", 1);
     assert_eq!(d.get("nsff.transparent_accepted"), None, "{d:?}");
     // The client's neighbour table has no entry pointing at nSFF1 for
     // anything but nSFF1's own addresses and no entry at all for the

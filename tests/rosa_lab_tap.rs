@@ -382,7 +382,7 @@ fn the_example_lab_serves_every_name_and_reroutes_around_a_cut_link() {
     let shim_drops: Vec<String> = lab
         .drops("cs")
         .into_keys()
-        .filter(|k| k.starts_with("drop.rosa_"))
+        .filter(|k| k.starts_with("drop.rosa."))
         .collect();
     assert!(shim_drops.is_empty(), "{shim_drops:?}");
     // No request refused or mangled by a SAG. (A DNS answer that arrives

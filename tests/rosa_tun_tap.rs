@@ -186,7 +186,7 @@ fn kernel_curl_reaches_a_service_by_name_through_the_tun_shim() {
     let shim_drops: Vec<String> = lab
         .drops("cs")
         .into_keys()
-        .filter(|k| k.starts_with("drop.rosa_"))
+        .filter(|k| k.starts_with("drop.rosa."))
         .collect();
     assert!(shim_drops.is_empty(), "{shim_drops:?}");
 

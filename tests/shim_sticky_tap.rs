@@ -482,7 +482,7 @@ add rule inet svdrop out tcp dport 8000 drop
     let drops: Vec<String> = lab
         .drops("cs")
         .into_keys()
-        .filter(|k| k.starts_with("drop.tun_") || k.starts_with("drop.ipv6_"))
+        .filter(|k| k.starts_with("drop.tun.") || k.starts_with("drop.ipv6_"))
         .collect();
     assert!(drops.is_empty(), "{drops:?}");
     lab.down();

@@ -146,25 +146,25 @@ impl DropReason {
     /// The counter name (`drop.<name>`).
     pub const fn as_str(self) -> &'static str {
         match self {
-            Self::Runt => "fwd_runt",
-            Self::NotIpv6 => "fwd_not_ipv6",
-            Self::MalformedIpv6 => "fwd_malformed_ipv6",
-            Self::NotGff => "fwd_not_gff",
-            Self::MalformedGff => "fwd_malformed_gff",
-            Self::PathIdMismatch => "fwd_pathid_mismatch",
-            Self::UnknownType => "fwd_unknown_type",
-            Self::HopLimit => "fwd_hop_limit",
-            Self::NoMatch => "fwd_no_match",
-            Self::BadPort => "fwd_bad_port",
-            Self::HelloMalformed => "fwd_hello_malformed",
-            Self::HelloUnsigned => "fwd_hello_unsigned",
-            Self::HelloUnknownKey => "fwd_hello_unknown_key",
-            Self::HelloBadAuth => "fwd_hello_bad_auth",
-            Self::HelloUnsequenced => "fwd_hello_unsequenced",
-            Self::HelloReplayed => "fwd_hello_replayed",
-            Self::HelloStale => "fwd_hello_stale",
-            Self::HelloOwn => "fwd_hello_own",
-            Self::HelloMacMoved => "fwd_hello_mac_moved",
+            Self::Runt => "fwd.runt",
+            Self::NotIpv6 => "fwd.not_ipv6",
+            Self::MalformedIpv6 => "fwd.malformed_ipv6",
+            Self::NotGff => "fwd.not_gff",
+            Self::MalformedGff => "fwd.malformed_gff",
+            Self::PathIdMismatch => "fwd.pathid_mismatch",
+            Self::UnknownType => "fwd.unknown_type",
+            Self::HopLimit => "fwd.hop_limit",
+            Self::NoMatch => "fwd.no_match",
+            Self::BadPort => "fwd.bad_port",
+            Self::HelloMalformed => "fwd.hello_malformed",
+            Self::HelloUnsigned => "fwd.hello_unsigned",
+            Self::HelloUnknownKey => "fwd.hello_unknown_key",
+            Self::HelloBadAuth => "fwd.hello_bad_auth",
+            Self::HelloUnsequenced => "fwd.hello_unsequenced",
+            Self::HelloReplayed => "fwd.hello_replayed",
+            Self::HelloStale => "fwd.hello_stale",
+            Self::HelloOwn => "fwd.hello_own",
+            Self::HelloMacMoved => "fwd.hello_mac_moved",
         }
     }
 }
@@ -1118,7 +1118,7 @@ mod test {
             c.process(at(120_000), 0, &mut frame),
             Verdict::Drop(DropReason::HelloStale)
         );
-        assert_eq!(DropReason::HelloReplayed.as_str(), "fwd_hello_replayed");
+        assert_eq!(DropReason::HelloReplayed.as_str(), "fwd.hello_replayed");
     }
 
     /// A spoofed hello naming the neighbour (or another switch) from

@@ -176,7 +176,7 @@ impl Role for Fwd {
             Some("help") => ControlReply::Now(json!({
                 "commands": {
                     "ping": "liveness and readiness",
-                    "stats": "counters (fwd.*), drops by reason (drop.fwd_*)",
+                    "stats": "counters (fwd.*), drops by reason (drop.fwd.*)",
                     "ports": "ports and MACs",
                     "links": "per port: link ID, up/down/unknown, neighbour, last hello",
                 }

@@ -292,7 +292,7 @@ fn a_looping_pathid_dies_at_the_hop_limit() {
     t.send(t.a, path(&[1, 4, 8]), b"loop");
     t.settle();
     let forwarded: u64 = (0..3).map(|f| t.stat(f, "fwd.forwarded")).sum();
-    let dropped: u64 = (0..3).map(|f| t.stat(f, "drop.fwd_hop_limit")).sum();
+    let dropped: u64 = (0..3).map(|f| t.stat(f, "drop.fwd.hop_limit")).sum();
     assert_eq!(forwarded, u64::from(gff::HOP_LIMIT) - 1);
     assert_eq!(dropped, 1);
     assert_eq!(t.ep(t.b).data().count(), 0);

@@ -201,7 +201,7 @@ impl ScriptedSar {
     /// Rewrite and send on: destination `to`, source ourselves.
     fn forward(&self, cx: &mut FrameContext<'_>, frame: &mut Vec<u8>, to: Ipv6Addr) -> Verdict {
         let Some(&mac) = self.macs.get(&to) else {
-            return Verdict::Drop("sar_next_hop_unknown");
+            return Verdict::Drop("sar.next_hop_unknown");
         };
         edit::rewrite_addr(frame, AddrField::Dst, IpAddr::V6(to)).unwrap();
         edit::rewrite_addr(frame, AddrField::Src, IpAddr::V6(self.addr)).unwrap();
@@ -249,10 +249,10 @@ impl Role for ScriptedSar {
             MessageKind::Announcement | MessageKind::Withdrawal => {
                 let check = msg.verify(src, |id| (id == KEY_ID).then_some(&secret[..]));
                 if !check.is_good() {
-                    return Verdict::Drop("sar_announce_auth");
+                    return Verdict::Drop("sar.announce_auth");
                 }
                 let Some(IpAddr::V6(instance)) = msg.instance() else {
-                    return Verdict::Drop("sar_announce_no_instance");
+                    return Verdict::Drop("sar.announce_no_instance");
                 };
                 if msg.kind == MessageKind::Announcement {
                     self.announcements += 1;
@@ -268,7 +268,7 @@ impl Role for ScriptedSar {
             }
             MessageKind::Request => {
                 if self.instances.is_empty() {
-                    return Verdict::Drop("sar_no_instance");
+                    return Verdict::Drop("sar.no_instance");
                 }
                 let instance = self.instances[self.next % self.instances.len()];
                 self.next += 1;
@@ -281,14 +281,14 @@ impl Role for ScriptedSar {
             MessageKind::Response => {
                 self.responses += 1;
                 if msg.ingress() != Some(IpAddr::V6(self.addr)) {
-                    return Verdict::Drop("sar_not_the_ingress");
+                    return Verdict::Drop("sar.not_the_ingress");
                 }
                 let Some(IpAddr::V6(client)) = msg.client() else {
-                    return Verdict::Drop("sar_response_no_client");
+                    return Verdict::Drop("sar.response_no_client");
                 };
                 self.forward(cx, frame, client)
             }
-            MessageKind::Unknown(_) => Verdict::Drop("sar_unknown_kind"),
+            MessageKind::Unknown(_) => Verdict::Drop("sar.unknown_kind"),
         }
     }
 }

@@ -32,7 +32,7 @@ impl Role for Repeater {
 
     fn ingress(&mut self, cx: &mut FrameContext<'_>, port: usize, frame: &mut Vec<u8>) -> Verdict {
         if u16::from_be_bytes([frame[12], frame[13]]) == self.drop_ethertype {
-            return Verdict::Drop("repeater_filtered");
+            return Verdict::Drop("repeater.filtered");
         }
         cx.stats.bump("repeater.frames");
         cx.out
@@ -137,6 +137,6 @@ fn the_drop_verdict_is_counted_by_reason() {
     }
     sim.run_for(Duration::from_millis(100)).unwrap();
     let stats = sim.node(r).stats();
-    assert_eq!(stats.get("drop.repeater_filtered"), 3, "{stats:?}");
+    assert_eq!(stats.get("drop.repeater.filtered"), 3, "{stats:?}");
     assert_eq!(stats.get("repeater.frames"), 0, "{stats:?}");
 }

@@ -292,7 +292,7 @@ impl Mda {
                         core.handle_udp(cx.now, meta.endpoint, data, mcast);
                         any = true;
                     }
-                    Err(udp::RecvError::Truncated) => cx.stats.drop("mda_udp_truncated"),
+                    Err(udp::RecvError::Truncated) => cx.stats.drop("mda.udp_truncated"),
                     Err(udp::RecvError::Exhausted) => break,
                 }
             }
@@ -389,7 +389,7 @@ impl Mda {
                         port: self.next_port,
                     };
                     if s.connect(port.iface.context(), to, local).is_err() {
-                        cx.stats.drop("mda_connect_failed");
+                        cx.stats.drop("mda.connect_failed");
                         core.tcp_closed(cx.now, conn);
                         continue;
                     }
@@ -451,7 +451,7 @@ impl Mda {
         while let Some(t) = core.poll_transmit() {
             any = true;
             if self.failed {
-                cx.stats.drop("mda_failed_stop");
+                cx.stats.drop("mda.failed_stop");
                 continue;
             }
             match t {
@@ -465,13 +465,13 @@ impl Mda {
                     };
                     let sock = port.sockets.get_mut::<udp::Socket>(h);
                     if sock.send_slice(&bytes, to).is_err() {
-                        cx.stats.drop("mda_udp_tx_full");
+                        cx.stats.drop("mda.udp_tx_full");
                     }
                 }
                 Transmit::Tcp { conn, bytes } => {
                     if let Some(c) = self.conns.get_mut(&conn) {
                         if c.tx.len() + bytes.len() > self.cfg.max_backlog {
-                            cx.stats.drop("mda_tcp_backlog_full");
+                            cx.stats.drop("mda.tcp_backlog_full");
                             c.close_when_sent = true;
                             c.tx.clear();
                             continue;
@@ -510,7 +510,7 @@ impl Mda {
             log::error!("{}: cannot rebind the probe socket", self.name);
         }
         self.probe_stuck_since = None;
-        cx.stats.drop("mda_probe_unresolved");
+        cx.stats.drop("mda.probe_unresolved");
     }
 
     fn flush_tcp(&mut self, cx: &mut Context<'_>) -> bool {
@@ -689,7 +689,7 @@ impl Role for Mda {
         frame: &mut Vec<u8>,
     ) -> Verdict {
         if self.down {
-            return Verdict::Drop("mda_down");
+            return Verdict::Drop("mda.down");
         }
         // A listener per SYN before smoltcp sees the batch (stack::listen).
         self.listen.note_frame(frame);
@@ -706,7 +706,7 @@ impl Role for Mda {
         _frame: &mut Vec<u8>,
     ) -> Verdict {
         if self.down {
-            return Verdict::Drop("mda_down");
+            return Verdict::Drop("mda.down");
         }
         Verdict::Pass
     }

@@ -36,7 +36,7 @@ fn probes_to_absent_peers_do_not_hold_back_the_others() {
     );
     sim.run_for(Duration::from_secs(10)).unwrap();
     assert!(
-        sim.node(a).stats().get("drop.mda_probe_unresolved") >= 1,
+        sim.node(a).stats().get("drop.mda.probe_unresolved") >= 1,
         "{:?}",
         sim.node(a).stats()
     );

@@ -91,7 +91,7 @@ pub struct NrConfig {
     pub keys: Vec<KeyConfig>,
     /// With keys: messages carry sequence numbers (SPEC §0 replay window
     /// **\[ext\]**); one older (or further ahead) than this many seconds is
-    /// dropped (`drop.nr_replay_stale`). Default 60.
+    /// dropped (`drop.nr.replay_stale`). Default 60.
     pub replay_max_age_s: u64,
     /// The wall clock at the node's monotonic time 0, µs since the UNIX
     /// epoch (not a config key: the binary reads it at start; sequence

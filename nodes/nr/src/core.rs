@@ -29,7 +29,7 @@
 //! are harmless anyway: a registration refreshes, a path request rewrites
 //! the same discovery row ((name, requester) is its key) and is answered
 //! again, a link event changes no state (`nr.link_events_repeated`), a
-//! deregistration is refused (`drop.nr_not_registered`).
+//! deregistration is refused (`drop.nr.not_registered`).
 //!
 //! Path updates (RFC 8677 §6.5; SPEC §1.2) go to *exactly* the nSFFs the
 //! discovery table says are affected, in one packet over the OR of the
@@ -108,15 +108,15 @@ pub enum Refusal {
 }
 
 impl Refusal {
-    /// The counter suffix (`drop.nr_<reason>`).
+    /// The counter suffix (`drop.nr.<reason>`).
     pub const fn reason(self) -> &'static str {
         match self {
-            Self::HashCollision => "nr_hash_collision",
-            Self::NamesFull => "nr_names_full",
-            Self::InstancesFull => "nr_instances_full",
-            Self::UnknownNsff => "nr_unknown_nsff",
-            Self::NotRegistered => "nr_not_registered",
-            Self::HashMismatch => "nr_hash_mismatch",
+            Self::HashCollision => "nr.hash_collision",
+            Self::NamesFull => "nr.names_full",
+            Self::InstancesFull => "nr.instances_full",
+            Self::UnknownNsff => "nr.unknown_nsff",
+            Self::NotRegistered => "nr.not_registered",
+            Self::HashMismatch => "nr.hash_mismatch",
         }
     }
 
@@ -163,26 +163,26 @@ impl MessageError {
     /// The counter suffix (`drop.<reason>`).
     pub const fn reason(self) -> &'static str {
         match self {
-            Self::Malformed => "nr_malformed",
-            Self::AuthMissing => "nr_auth_missing",
-            Self::AuthUnknownKey => "nr_auth_unknown_key",
-            Self::AuthBad => "nr_auth_bad",
+            Self::Malformed => "nr.malformed",
+            Self::AuthMissing => "nr.auth_missing",
+            Self::AuthUnknownKey => "nr.auth_unknown_key",
+            Self::AuthBad => "nr.auth_bad",
             Self::Replay(r) => match r {
-                Reject::Unsequenced => "nr_auth_unsequenced",
-                Reject::Replayed => "nr_replayed",
-                Reject::Stale => "nr_replay_stale",
-                Reject::Future => "nr_replay_future",
-                Reject::SendersFull => "nr_replay_senders_full",
-                Reject::Unsigned => "nr_auth_missing",
-                Reject::UnknownKey => "nr_auth_unknown_key",
-                Reject::Bad => "nr_auth_bad",
-                Reject::Malformed => "nr_malformed",
+                Reject::Unsequenced => "nr.auth_unsequenced",
+                Reject::Replayed => "nr.replayed",
+                Reject::Stale => "nr.replay_stale",
+                Reject::Future => "nr.replay_future",
+                Reject::SendersFull => "nr.replay_senders_full",
+                Reject::Unsigned => "nr.auth_missing",
+                Reject::UnknownKey => "nr.auth_unknown_key",
+                Reject::Bad => "nr.auth_bad",
+                Reject::Malformed => "nr.malformed",
             },
-            Self::Unexpected => "nr_unexpected_type",
-            Self::UnknownRequester => "nr_unknown_requester",
-            Self::RequesterUnreachable => "nr_requester_unreachable",
-            Self::UnknownLink => "nr_unknown_link",
-            Self::BadLinkState => "nr_bad_link_state",
+            Self::Unexpected => "nr.unexpected_type",
+            Self::UnknownRequester => "nr.unknown_requester",
+            Self::RequesterUnreachable => "nr.requester_unreachable",
+            Self::UnknownLink => "nr.unknown_link",
+            Self::BadLinkState => "nr.bad_link_state",
             Self::Refused(r) => r.reason(),
         }
     }
@@ -412,7 +412,7 @@ impl NrCore {
         self.out.pop_front()
     }
 
-    /// Counters since the last call (`nr.*` events, `drop.nr_*` reasons).
+    /// Counters since the last call (`nr.*` events, `drop.nr.*` reasons).
     pub fn take_stats(&mut self) -> Counters {
         std::mem::take(&mut self.stats)
     }
@@ -903,7 +903,7 @@ impl NrCore {
     fn record(&mut self, hash: u16, requester: NsffId, c: Candidate, now: Instant) {
         let key = (hash, requester);
         if !self.discovery.contains_key(&key) && self.discovery.len() >= self.limits.discovery {
-            self.stats.drop("nr_discovery_full");
+            self.stats.drop("nr.discovery_full");
             self.discovery_overflow = true;
             return;
         }
@@ -982,7 +982,7 @@ impl NrCore {
         for n in to {
             match self.fabric.path(Endpoint::Nr, Endpoint::Nsff(n)) {
                 Some(p) => path |= p,
-                None => self.stats.drop("nr_update_unreachable"),
+                None => self.stats.drop("nr.update_unreachable"),
             }
         }
         path
@@ -1215,7 +1215,7 @@ mod test {
             Err(MessageError::UnknownRequester)
         );
         assert!(sent(&mut nr).is_empty());
-        assert_eq!(nr.stats().get("drop.nr_unknown_requester"), 1);
+        assert_eq!(nr.stats().get("drop.nr.unknown_requester"), 1);
     }
 
     #[test]
@@ -1235,7 +1235,7 @@ mod test {
             reg(&mut nr, &b, 2),
             Err(MessageError::Refused(Refusal::HashCollision))
         );
-        assert_eq!(nr.stats().get("drop.nr_hash_collision"), 1);
+        assert_eq!(nr.stats().get("drop.nr.hash_collision"), 1);
         assert_eq!(nr.names()[&name(&a).hash()].nsffs, BTreeSet::from([id(1)]));
         // REST path: same refusal, status 409.
         let r = nr.register(T0, name(&b).hash(), Some(name(&b)), id(3));
@@ -1462,7 +1462,7 @@ mod test {
         ask(&mut nr, "svc.example", 1).unwrap();
         ask(&mut nr, "svc.example", 3).unwrap(); // not recorded: table full
         assert_eq!(sent(&mut nr).len(), 2);
-        assert_eq!(nr.stats().get("drop.nr_discovery_full"), 1);
+        assert_eq!(nr.stats().get("drop.nr.discovery_full"), 1);
         assert_eq!(nr.discovery().len(), 1);
         // The table no longer knows every cache: the update goes to all.
         dereg(&mut nr, "svc.example", 2).unwrap();
@@ -1637,9 +1637,9 @@ mod test {
             reg(&mut nr, "a.example", 9),
             Err(MessageError::Refused(Refusal::UnknownNsff))
         );
-        assert_eq!(nr.stats().get("drop.nr_names_full"), 1);
-        assert_eq!(nr.stats().get("drop.nr_instances_full"), 1);
-        assert_eq!(nr.stats().get("drop.nr_unknown_nsff"), 1);
+        assert_eq!(nr.stats().get("drop.nr.names_full"), 1);
+        assert_eq!(nr.stats().get("drop.nr.instances_full"), 1);
+        assert_eq!(nr.stats().get("drop.nr.unknown_nsff"), 1);
         assert_eq!(Refusal::NamesFull.status(), 507);
         // A flood of unique names stays bounded.
         for i in 0..1000 {
@@ -1711,10 +1711,10 @@ mod test {
         nr.handle_message(T0, t, &good).unwrap();
         assert_eq!(nr.names().len(), 1);
         for r in [
-            "nr_auth_missing",
-            "nr_auth_bad",
-            "nr_auth_unknown_key",
-            "nr_auth_unsequenced",
+            "nr.auth_missing",
+            "nr.auth_bad",
+            "nr.auth_unknown_key",
+            "nr.auth_unsequenced",
         ] {
             assert_eq!(nr.stats().get(&format!("drop.{r}")), 1, "{r}");
         }
@@ -1760,7 +1760,7 @@ mod test {
             Err(MessageError::Replay(Reject::Replayed))
         );
         assert_eq!(nr.names().len(), 1);
-        assert_eq!(nr.stats().get("drop.nr_replayed"), 1);
+        assert_eq!(nr.stats().get("drop.nr.replayed"), 1);
         // A link event from a switch, replayed: dropped.
         let mut f1 = nsff_ring(SENDER_FWD + 1);
         let ev = Repr::LinkEvent(nr::LinkEvent {
@@ -1779,7 +1779,7 @@ mod test {
             nr.handle_message(T0 + Duration::from_secs(5), MessageType::LinkEvent, &down),
             Err(MessageError::Replay(Reject::Replayed))
         );
-        assert_eq!(nr.stats().get("drop.nr_replayed"), 2);
+        assert_eq!(nr.stats().get("drop.nr.replayed"), 2);
         // A message older than replay_max_age_s is stale even to a
         // restarted NR (which remembers no window).
         let mut fresh_nr = keyed_nr();
@@ -1787,7 +1787,7 @@ mod test {
             fresh_nr.handle_message(T0 + Duration::from_secs(120), t, &dereg),
             Err(MessageError::Replay(Reject::Stale))
         );
-        assert_eq!(fresh_nr.stats().get("drop.nr_replay_stale"), 1);
+        assert_eq!(fresh_nr.stats().get("drop.nr.replay_stale"), 1);
     }
 
     #[test]
@@ -1801,12 +1801,12 @@ mod test {
         ] {
             assert!(nr.handle_message(T0, t, p).is_err());
         }
-        assert_eq!(nr.stats().get("drop.nr_malformed"), 2);
-        assert_eq!(nr.stats().get("drop.nr_unexpected_type"), 2);
+        assert_eq!(nr.stats().get("drop.nr.malformed"), 2);
+        assert_eq!(nr.stats().get("drop.nr.unexpected_type"), 2);
         // A switch's hello is no garbage: counted, not dropped.
         assert!(nr.handle_message(T0, MessageType::LinkHello, b"hi").is_ok());
         assert_eq!(nr.stats().get("nr.hellos_ignored"), 1);
-        assert_eq!(nr.stats().get("drop.nr_unexpected_type"), 2);
+        assert_eq!(nr.stats().get("drop.nr.unexpected_type"), 2);
         // Registration whose FQDN TLV does not match the hash.
         let mut p = registration(false, &name("a.example"), id(1));
         p[1] ^= 0xff;

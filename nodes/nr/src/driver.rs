@@ -5,7 +5,7 @@
 //!   pathID has the NR's own `link_in` bit set (the bit the fwd node sets on
 //!   its port toward the NR; any Ethernet destination is accepted). Those go
 //!   to [`NrCore::handle_message`] and are consumed; other GFF frames are
-//!   dropped as `nr_gff_not_for_us`, malformed ones by their reason. smoltcp
+//!   dropped as `nr.gff_not_for_us`, malformed ones by their reason. smoltcp
 //!   never sees GFF.
 //! - **GFF out**: every [`Transmit`] becomes Ethernet (destination
 //!   broadcast: the pathID, not the MAC, steers a GFF packet; source the
@@ -174,7 +174,7 @@ impl Role for Nr {
             Err(e) => return Verdict::Drop(e.as_str()),
         };
         if !repr.path_id.bit(self.core.fabric().own().link_in) {
-            return Verdict::Drop("nr_gff_not_for_us");
+            return Verdict::Drop("nr.gff_not_for_us");
         }
         cx.stats.bump("nr.gff_received");
         // Errors are counted by the core and land in the node's counters.

@@ -58,10 +58,10 @@ impl Rest {
                 connections: "rest.connections",
                 connection_limit: "rest.connection_limit",
                 requests: "rest.requests",
-                body_too_large: Count::Drop("rest_body_too_large"),
-                head_too_large: Count::Drop("rest_header_too_large"),
-                malformed: Count::Drop("rest_bad_request"),
-                respond_failed: Some(Count::Drop("rest_http_state")),
+                body_too_large: Count::Drop("nr.rest_body_too_large"),
+                head_too_large: Count::Drop("nr.rest_header_too_large"),
+                malformed: Count::Drop("nr.rest_bad_request"),
+                respond_failed: Some(Count::Drop("nr.rest_http_state")),
             },
         };
         Self {

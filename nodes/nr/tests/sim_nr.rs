@@ -271,7 +271,7 @@ fn register_resolve_deregister_and_link_failure_over_a_segment() {
     assert_eq!(stats.get("nr.updates_nsffs"), 1);
     assert_eq!(
         stats.drops(),
-        stats.get("drop.nr_gff_not_for_us"),
+        stats.get("drop.nr.gff_not_for_us"),
         "{stats:?}"
     );
 }

@@ -319,7 +319,7 @@ impl Nnlm {
 #[serde(default, deny_unknown_fields)]
 pub struct ClassicConfig {
     /// IP MTU of the egress links; a bigger re-encapsulated packet is
-    /// dropped (`nsff.classic_drop_too_big`). Default 1500.
+    /// dropped (`drop.nsff.classic_too_big`). Default 1500.
     pub mtu: usize,
     /// Packets waiting for a next hop's MAC, over all next hops. Default 256.
     pub max_pending: usize,
@@ -436,13 +436,13 @@ impl DropReason {
     /// The node counter it bumps.
     pub const fn counter(self) -> &'static str {
         match self {
-            Self::Malformed(_) => "nsff.classic_malformed",
-            Self::NotForUs => "nsff.classic_not_for_us",
-            Self::Ttl => "nsff.classic_drop_ttl",
-            Self::NoRoute => "nsff.classic_drop_no_route",
-            Self::NotClassic => "nsff.classic_drop_not_classic",
-            Self::NoEgress => "nsff.classic_drop_no_egress",
-            Self::TooBig => "nsff.classic_drop_too_big",
+            Self::Malformed(_) => "drop.nsff.classic_malformed",
+            Self::NotForUs => "drop.nsff.classic_not_for_us",
+            Self::Ttl => "drop.nsff.classic_ttl",
+            Self::NoRoute => "drop.nsff.classic_no_route",
+            Self::NotClassic => "drop.nsff.classic_not_classic",
+            Self::NoEgress => "drop.nsff.classic_no_egress",
+            Self::TooBig => "drop.nsff.classic_too_big",
         }
     }
 }
@@ -894,7 +894,7 @@ impl Classic {
                 match f.hop {
                     L2Hop::Mac(_) => send(cx.out, cx.stats, f),
                     L2Hop::Ip(_) if self.waiting >= self.cfg.max_pending => {
-                        cx.stats.bump("nsff.classic_drop_pending_full");
+                        cx.stats.bump("drop.nsff.classic_pending_full");
                     }
                     L2Hop::Ip(_) => {
                         self.waiting += 1;
@@ -955,7 +955,7 @@ impl Classic {
                 parked.frames.pop_front();
                 self.waiting -= 1;
                 any = true;
-                cx.stats.bump("nsff.classic_drop_unresolved");
+                cx.stats.bump("drop.nsff.classic_unresolved");
             }
             if parked.frames.is_empty() {
                 continue;
@@ -1003,7 +1003,7 @@ impl Classic {
         let counters: BTreeMap<&str, u64> = stats
             .named
             .iter()
-            .filter(|(k, _)| k.starts_with("nsff.classic_"))
+            .filter(|(k, _)| k.starts_with("nsff.classic_") || k.starts_with("drop.nsff.classic_"))
             .map(|(k, &v)| (k.as_str(), v))
             .collect();
         json!({
@@ -1604,9 +1604,9 @@ mod test {
             ("nsff.classic_out_ethernet", 1),
             ("nsff.classic_in_gre", 1),
             ("nsff.classic_in_vxlan_gpe", 2),
-            ("nsff.classic_drop_pending_full", 1),
-            ("nsff.classic_drop_ttl", 1),
-            ("nsff.classic_drop_no_route", 1),
+            ("drop.nsff.classic_pending_full", 1),
+            ("drop.nsff.classic_ttl", 1),
+            ("drop.nsff.classic_no_route", 1),
         ] {
             assert_eq!(stats.get(k), v, "{k}");
         }
@@ -1614,7 +1614,7 @@ mod test {
         assert_eq!(v["waiting"], 1);
         assert_eq!(v["rows"].as_array().unwrap().len(), 9);
         assert_eq!(v["rows"][0]["vni"], 7);
-        assert_eq!(v["counters"]["nsff.classic_drop_ttl"], 1);
+        assert_eq!(v["counters"]["drop.nsff.classic_ttl"], 1);
     }
 
     proptest! {

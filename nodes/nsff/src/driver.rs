@@ -10,7 +10,7 @@
 //!   reset) went out.
 //! - **GFF in**: frames that parse as GFF ([`gff::parse_ethernet_frame`])
 //!   and whose pathID holds our `link_in` bit go to [`Proxy::handle_gff`];
-//!   other GFF frames are dropped (`nsff_gff_not_for_us`), malformed ones
+//!   other GFF frames are dropped (`nsff.gff_not_for_us`), malformed ones
 //!   by their reason. The classic SFF sees every frame first. Everything
 //!   else is checked with [`check_frame`], passes the transparent
 //!   interceptor on the client port, and goes to smoltcp.
@@ -568,7 +568,7 @@ impl Role for Nsff {
             Err(e) => return Verdict::Drop(e.as_str()),
         };
         if !self.core.is_for_us(&g.repr.path_id) {
-            return Verdict::Drop("nsff_gff_not_for_us");
+            return Verdict::Drop("nsff.gff_not_for_us");
         }
         cx.stats.bump("nsff.gff_received");
         self.core.handle_gff(
@@ -1010,7 +1010,7 @@ mod tests {
         let other = gff_frame(mac, PathId::ZERO.with(7), MessageType::TransportData, &[1]);
         assert_eq!(
             ingress(&mut n, &other),
-            Verdict::Drop("nsff_gff_not_for_us")
+            Verdict::Drop("nsff.gff_not_for_us")
         );
         // Truncated IPv6 payload.
         assert_eq!(ingress(&mut n, &good[..60]), Verdict::Drop("gff_truncated"));

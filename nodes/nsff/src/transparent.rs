@@ -29,7 +29,7 @@
 //! intercepted ports of the intercepted destinations.
 //!
 //! ICMP echo to an intercepted address is **not** answered (dropped as
-//! `nsff_transparent_not_tcp`): the nSFF stands in for a destination's web
+//! `nsff.transparent_not_tcp`): the nSFF stands in for a destination's web
 //! ports only, and a ping that answered would claim the host is up.
 
 use std::fmt;
@@ -286,7 +286,7 @@ impl Interceptor {
     /// Never panics, whatever the bytes.
     pub fn filter(&self, frame: &[u8]) -> Filter {
         let Ok(eth) = EthernetFrame::new_checked(frame) else {
-            return Filter::Drop("nsff_transparent_malformed");
+            return Filter::Drop("nsff.transparent_malformed");
         };
         match eth.ethertype() {
             EthernetProtocol::Arp => self.arp(eth.payload()),
@@ -305,14 +305,14 @@ impl Interceptor {
                 ..
             }) if self.is_own(target_protocol_addr.into()) => Filter::Ours,
             // With any_ip smoltcp would answer for every address.
-            Ok(_) => Filter::Drop("nsff_transparent_arp_not_ours"),
-            Err(_) => Filter::Drop("nsff_transparent_malformed"),
+            Ok(_) => Filter::Drop("nsff.transparent_arp_not_ours"),
+            Err(_) => Filter::Drop("nsff.transparent_malformed"),
         }
     }
 
     fn ipv4(&self, dst_mac: EthernetAddress, payload: &[u8]) -> Filter {
         let Ok(ip) = Ipv4Packet::new_checked(payload) else {
-            return Filter::Drop("nsff_transparent_malformed");
+            return Filter::Drop("nsff.transparent_malformed");
         };
         let dst = ip.dst_addr();
         if self.is_own(dst.into()) || self.is_subnet_broadcast(dst) {
@@ -323,21 +323,21 @@ impl Interceptor {
         }
         if ip.more_frags() || ip.frag_offset() != 0 {
             // Only a first fragment holds the ports.
-            return Filter::Drop("nsff_transparent_fragment");
+            return Filter::Drop("nsff.transparent_fragment");
         }
         self.foreign(dst_mac, dst.into(), ip.next_header(), ip.payload())
     }
 
     fn ipv6(&self, dst_mac: EthernetAddress, payload: &[u8]) -> Filter {
         let Ok(ip) = Ipv6Packet::new_checked(payload) else {
-            return Filter::Drop("nsff_transparent_malformed");
+            return Filter::Drop("nsff.transparent_malformed");
         };
         // smoltcp answers a solicitation sent to any of our (solicited-
         // node or unicast) addresses, and with any_ip for every target. It
         // reads past a Hop-by-Hop header to find one, so look past
         // extension headers too.
         let Some((upper, l4)) = upper_layer(ip.next_header(), ip.payload()) else {
-            return Filter::Drop("nsff_transparent_malformed");
+            return Filter::Drop("nsff.transparent_malformed");
         };
         let dst = ip.dst_addr();
         if upper == IpProtocol::Icmpv6 {
@@ -348,8 +348,8 @@ impl Interceptor {
                         Some(t) if self.is_own(Ipv6Address::from(t).into()) => {
                             self.ours_or_group(dst.into())
                         }
-                        Some(_) => Filter::Drop("nsff_transparent_ns_not_ours"),
-                        None => Filter::Drop("nsff_transparent_malformed"),
+                        Some(_) => Filter::Drop("nsff.transparent_ns_not_ours"),
+                        None => Filter::Drop("nsff.transparent_malformed"),
                     };
                 }
             }
@@ -370,19 +370,19 @@ impl Interceptor {
     ) -> Filter {
         if dst_mac != self.mac {
             // Flooded or broadcast: not routed to us.
-            return Filter::Drop("nsff_transparent_not_our_mac");
+            return Filter::Drop("nsff.transparent_not_our_mac");
         }
         if !self.scope.contains(dst) {
-            return Filter::Drop("nsff_transparent_not_intercepted");
+            return Filter::Drop("nsff.transparent_not_intercepted");
         }
         if proto != IpProtocol::Tcp {
-            return Filter::Drop("nsff_transparent_not_tcp");
+            return Filter::Drop("nsff.transparent_not_tcp");
         }
         let Ok(tcp) = TcpPacket::new_checked(l4) else {
-            return Filter::Drop("nsff_transparent_malformed");
+            return Filter::Drop("nsff.transparent_malformed");
         };
         if !self.ports.contains(&tcp.dst_port()) {
-            return Filter::Drop("nsff_transparent_port");
+            return Filter::Drop("nsff.transparent_port");
         }
         Filter::Intercept
     }
@@ -416,7 +416,7 @@ impl Interceptor {
         if ours {
             Filter::Ours
         } else {
-            Filter::Drop("nsff_transparent_group_not_ours")
+            Filter::Drop("nsff.transparent_group_not_ours")
         }
     }
 
@@ -571,17 +571,17 @@ mod tests {
             assert_eq!(i.filter(&syn(OUR_MAC, dst, 80)), Filter::Intercept);
             assert_eq!(i.filter(&syn(OUR_MAC, dst, 443)), Filter::Intercept);
             let other = i.filter(&syn(OUR_MAC, dst, 8081));
-            assert_eq!(other, Filter::Drop("nsff_transparent_port"));
+            assert_eq!(other, Filter::Drop("nsff.transparent_port"));
             // The explicit proxy port is ours alone.
             let proxy = i.filter(&syn(OUR_MAC, dst, 3128));
-            assert_eq!(proxy, Filter::Drop("nsff_transparent_port"));
+            assert_eq!(proxy, Filter::Drop("nsff.transparent_port"));
             // Routed to someone else: a bridge flooded it.
             let flooded = i.filter(&syn(CLIENT_MAC, dst, 80));
-            assert_eq!(flooded, Filter::Drop("nsff_transparent_not_our_mac"));
+            assert_eq!(flooded, Filter::Drop("nsff.transparent_not_our_mac"));
         }
         for dst in [v6("fd00:98::7"), v4("10.98.0.7")] {
             let out = i.filter(&syn(OUR_MAC, dst, 80));
-            assert_eq!(out, Filter::Drop("nsff_transparent_not_intercepted"));
+            assert_eq!(out, Filter::Drop("nsff.transparent_not_intercepted"));
         }
         let any = interceptor(Scope::Any);
         assert_eq!(
@@ -619,7 +619,7 @@ mod tests {
         let i = interceptor(Scope::Any);
         // A neighbour's address: no ARP reply, no neighbour advertisement.
         let f = arp_request(Ipv4Address::new(10, 0, 1, 20));
-        assert_eq!(i.filter(&f), Filter::Drop("nsff_transparent_arp_not_ours"));
+        assert_eq!(i.filter(&f), Filter::Drop("nsff.transparent_arp_not_ours"));
         let theirs = Ipv6Address::new(0xfd00, 1, 0, 0, 0, 0, 0x100, 1);
         let ns = Icmpv6Repr::Ndisc(NdiscRepr::NeighborSolicit {
             target_addr: theirs,
@@ -627,7 +627,7 @@ mod tests {
         });
         // Its solicited-node group is ours too (same low 24 bits).
         let f = icmpv6(solicited_node(theirs), &ns);
-        assert_eq!(i.filter(&f), Filter::Drop("nsff_transparent_ns_not_ours"));
+        assert_eq!(i.filter(&f), Filter::Drop("nsff.transparent_ns_not_ours"));
         // Ping to an intercepted address: not answered.
         let echo = Icmpv6Repr::EchoRequest {
             ident: 1,
@@ -635,7 +635,7 @@ mod tests {
             data: b"hi",
         };
         let f = icmpv6("fd00:99::7".parse().unwrap(), &echo);
-        assert_eq!(i.filter(&f), Filter::Drop("nsff_transparent_not_tcp"));
+        assert_eq!(i.filter(&f), Filter::Drop("nsff.transparent_not_tcp"));
     }
 
     #[test]
@@ -656,7 +656,7 @@ mod tests {
         let len = u16::from_be_bytes([f[14 + 4], f[14 + 5]]) + 8;
         f[14 + 4..14 + 6].copy_from_slice(&len.to_be_bytes());
         // smoltcp would answer it for `theirs` with our MAC.
-        assert_eq!(i.filter(&f), Filter::Drop("nsff_transparent_ns_not_ours"));
+        assert_eq!(i.filter(&f), Filter::Drop("nsff.transparent_ns_not_ours"));
         // Our own target, but to another node's group: smoltcp without
         // any_ip would not take it either.
         let ours = Ipv6Address::new(0xfd00, 1, 0, 0, 0, 0, 0, 1);
@@ -667,11 +667,11 @@ mod tests {
         let f2 = icmpv6(solicited_node(theirs), &ns_ours);
         assert_eq!(
             i.filter(&f2),
-            Filter::Drop("nsff_transparent_group_not_ours")
+            Filter::Drop("nsff.transparent_group_not_ours")
         );
         // A header that runs past the packet.
         f[14 + 40 + 1] = 9;
-        assert_eq!(i.filter(&f), Filter::Drop("nsff_transparent_malformed"));
+        assert_eq!(i.filter(&f), Filter::Drop("nsff.transparent_malformed"));
     }
 
     #[test]
@@ -692,7 +692,7 @@ mod tests {
             v4("239.1.1.1"),
         ] {
             let f = i.filter(&syn(OUR_MAC, dst, 80));
-            assert_eq!(f, Filter::Drop("nsff_transparent_group_not_ours"), "{dst}");
+            assert_eq!(f, Filter::Drop("nsff.transparent_group_not_ours"), "{dst}");
         }
     }
 
@@ -702,7 +702,7 @@ mod tests {
         let mut f = syn(OUR_MAC, v4("10.99.0.7"), 80);
         // More fragments (IPv4 flags at byte 6 of the header).
         f[14 + 6] |= 0x20;
-        assert_eq!(i.filter(&f), Filter::Drop("nsff_transparent_fragment"));
+        assert_eq!(i.filter(&f), Filter::Drop("nsff.transparent_fragment"));
         let full = syn(OUR_MAC, v6("fd00:99::7"), 80);
         for n in 0..full.len() {
             let v = i.filter(&full[..n]);

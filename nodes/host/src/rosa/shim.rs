@@ -311,7 +311,7 @@ impl Shim {
         };
         for i in 0..self.s.serve.len() {
             let Some(mut f) = self.control(&a, MessageKind::Withdrawal, i) else {
-                stats.drop("rosa_announce_encode");
+                stats.drop("rosa.announce_encode");
                 continue;
             };
             // No time is left to resolve a next hop: send only what can go now.
@@ -322,7 +322,7 @@ impl Shim {
                     self.transmit.push_back((a.port, f));
                     stats.bump("rosa.withdrawals_sent");
                 }
-                None => stats.drop("rosa_withdrawal_unresolved"),
+                None => stats.drop("rosa.withdrawal_unresolved"),
             }
         }
     }
@@ -374,15 +374,15 @@ impl Shim {
             return self.ingress_plain(now, frame, stats);
         };
         let Ok(msg) = Message::from_bytes(data) else {
-            return Verdict::Drop("rosa_malformed");
+            return Verdict::Drop("rosa.malformed");
         };
         match msg.kind {
             MessageKind::Request => self.ingress_request(now, port, frame, &msg, stats),
             MessageKind::Response => self.ingress_response(now, port, frame, &msg, stats),
             MessageKind::Announcement | MessageKind::Withdrawal => {
-                Verdict::Drop("rosa_unexpected_kind")
+                Verdict::Drop("rosa.unexpected_kind")
             }
-            MessageKind::Unknown(_) => Verdict::Drop("rosa_unknown_kind"),
+            MessageKind::Unknown(_) => Verdict::Drop("rosa.unknown_kind"),
         }
     }
 
@@ -406,9 +406,9 @@ impl Shim {
                 return Verdict::Drop(if fragment {
                     // No room for the option in a fragment (nor would the
                     // instance's runtime take IPv6 fragments).
-                    "rosa_virtual_fragmented"
+                    "rosa.virtual_fragmented"
                 } else {
-                    "rosa_virtual_not_transport"
+                    "rosa.virtual_not_transport"
                 });
             };
             return self.egress_client(now, port, frame, f, stats);
@@ -506,7 +506,7 @@ impl Shim {
                         stats.bump("rosa.announcements_sent");
                         self.send_built(now, a.port, a.sar, f, stats);
                     }
-                    None => stats.drop("rosa_announce_encode"),
+                    None => stats.drop("rosa.announce_encode"),
                 }
             }
             self.announcer = Some(a);
@@ -519,7 +519,7 @@ impl Shim {
             self.next_sweep = Some(now + SWEEP_INTERVAL);
         }
         for _ in 0..self.hops.expire(now) {
-            stats.drop("rosa_next_hop_unresolved");
+            stats.drop("rosa.next_hop_unresolved");
         }
         self.resolve.extend(self.hops.due_for_resolution(now));
     }
@@ -812,15 +812,15 @@ impl Shim {
         stats: &mut Counters,
     ) -> Verdict {
         if self.s.serve.is_empty() {
-            return Verdict::Drop("rosa_not_serving");
+            return Verdict::Drop("rosa.not_serving");
         }
         let Some(f) = frame::flow(frame) else {
-            return Verdict::Drop("rosa_request_not_transport");
+            return Verdict::Drop("rosa.request_not_transport");
         };
         let (Some(IpAddr::V6(client)), Some(ingress), Some(service), Some(fp)) =
             (msg.client(), msg.ingress(), msg.service(), msg.port())
         else {
-            return Verdict::Drop("rosa_request_incomplete");
+            return Verdict::Drop("rosa.request_incomplete");
         };
         // The most specific serve entry the request falls under.
         let Some(serve) = self
@@ -832,13 +832,13 @@ impl Shim {
             .max_by_key(|(_, s)| s.name.segment_count())
             .map(|(i, _)| i)
         else {
-            return Verdict::Drop("rosa_not_serving");
+            return Verdict::Drop("rosa.not_serving");
         };
         if fp.proto != f.proto || fp.port != f.dport {
-            return Verdict::Drop("rosa_request_inconsistent");
+            return Verdict::Drop("rosa.request_inconsistent");
         }
         if !self.ports.get(port).is_some_and(|p| p.owns(f.dst)) {
-            return Verdict::Drop("rosa_request_not_ours");
+            return Verdict::Drop("rosa.request_not_ours");
         }
         let key = InstanceKey {
             proto: f.proto.into(),
@@ -878,7 +878,7 @@ impl Shim {
             }
             None => {
                 if self.instance.len() >= self.s.max_flows {
-                    return Verdict::Drop("rosa_instance_flows_full");
+                    return Verdict::Drop("rosa.instance_flows_full");
                 }
                 self.instance.insert(
                     key,
@@ -912,19 +912,19 @@ impl Shim {
         stats: &mut Counters,
     ) -> Verdict {
         let Some(f) = frame::flow(frame) else {
-            return Verdict::Drop("rosa_response_not_transport");
+            return Verdict::Drop("rosa.response_not_transport");
         };
         let (Some(service), Some(IpAddr::V6(instance)), Some(fp)) =
             (msg.service(), msg.instance(), msg.port())
         else {
-            return Verdict::Drop("rosa_response_incomplete");
+            return Verdict::Drop("rosa.response_incomplete");
         };
         let Some(&virt) = self.names.by_name.get(service) else {
-            return Verdict::Drop("rosa_response_unmatched");
+            return Verdict::Drop("rosa.response_unmatched");
         };
         let client_ok = msg.client() == Some(IpAddr::V6(f.dst));
         if fp.proto != f.proto || fp.port != f.sport || !client_ok {
-            return Verdict::Drop("rosa_response_inconsistent");
+            return Verdict::Drop("rosa.response_inconsistent");
         }
         let proto: u8 = f.proto.into();
         let key = ClientKey {
@@ -934,7 +934,7 @@ impl Shim {
             local_port: f.dport,
         };
         let Some(flow) = self.client.get_mut(&key) else {
-            return Verdict::Drop("rosa_response_unmatched");
+            return Verdict::Drop("rosa.response_unmatched");
         };
         match flow.bind {
             Bind::Requesting => {
@@ -963,7 +963,7 @@ impl Shim {
                         self.send_built(now, port, instance, rst, stats);
                     }
                 }
-                return Verdict::Drop("rosa_response_conflict");
+                return Verdict::Drop("rosa.response_conflict");
             }
         }
         flow.last = now;
@@ -981,7 +981,7 @@ impl Shim {
     ) -> Verdict {
         let ingress = self.ingress_for(port);
         let Some(entry) = self.names.by_virt.get_mut(&f.dst) else {
-            return Verdict::Drop("rosa_unknown_virtual");
+            return Verdict::Drop("rosa.unknown_virtual");
         };
         entry.used = now;
         let key = ClientKey {
@@ -993,13 +993,13 @@ impl Shim {
         let opens = f.proto != IpProtocol::Tcp || (f.tcp_has(SYN) && !f.tcp_has(ACK));
         if !self.client.contains_key(&key) {
             if !opens {
-                return Verdict::Drop("rosa_no_flow");
+                return Verdict::Drop("rosa.no_flow");
             }
             if self.client.len() >= self.s.max_flows {
-                return Verdict::Drop("rosa_flows_full");
+                return Verdict::Drop("rosa.flows_full");
             }
             let Some(ingress) = ingress else {
-                return Verdict::Drop("rosa_no_ingress");
+                return Verdict::Drop("rosa.no_ingress");
             };
             entry.flows += 1;
             self.client.insert(
@@ -1036,12 +1036,12 @@ impl Shim {
             Bind::Requesting => {
                 if f.proto == IpProtocol::Tcp && !f.tcp_has(SYN) {
                     // e.g. the reset of an aborted connect: no instance to tell.
-                    return Verdict::Drop("rosa_unbound");
+                    return Verdict::Drop("rosa.unbound");
                 }
                 let ingress = flow.ingress;
                 let name = self.names.by_virt.get(&f.dst).map(|e| e.name.clone());
                 let Some(name) = name else {
-                    return Verdict::Drop("rosa_unknown_virtual");
+                    return Verdict::Drop("rosa.unknown_virtual");
                 };
                 let mut msg = Message::new(MessageKind::Request);
                 msg.entries.extend([
@@ -1088,7 +1088,7 @@ impl Shim {
         match &flow.via {
             Via::Sar(response) => {
                 let Some(sar) = self.s.sar else {
-                    return Verdict::Drop("rosa_no_sar");
+                    return Verdict::Drop("rosa.no_sar");
                 };
                 let mut msg = (**response).clone();
                 msg.set(Entry::Instance(IpAddr::V6(f.src)));
@@ -1118,7 +1118,7 @@ impl Shim {
         stats: &mut Counters,
     ) -> Verdict {
         let Some(hop) = self.ports.get(port).and_then(|p| p.next_hop(dst)) else {
-            return Verdict::Drop("rosa_no_route");
+            return Verdict::Drop("rosa.no_route");
         };
         match self.hops.send(now, (port, hop), frame) {
             Sent::Ready => Verdict::Pass,
@@ -1127,7 +1127,7 @@ impl Shim {
                 self.resolve.extend(self.hops.due_for_resolution(now));
                 Verdict::Consume
             }
-            Sent::Full => Verdict::Drop("rosa_parked_full"),
+            Sent::Full => Verdict::Drop("rosa.parked_full"),
         }
     }
 
@@ -1211,17 +1211,17 @@ impl Shim {
 
 /// Insert (or replace) the ROSA option carrying `msg`.
 fn insert_rosa(frame: &mut Vec<u8>, msg: &Message) -> Result<(), Verdict> {
-    let too_long = |_| Verdict::Drop("rosa_option_too_long");
+    let too_long = |_| Verdict::Drop("rosa.option_too_long");
     let bytes = msg.to_bytes().map_err(too_long)?;
     let opt = OptionRepr::new(OptionType::Rosa, &bytes).map_err(too_long)?;
-    edit::insert_dest_opts(frame, &[opt]).map_err(|_| Verdict::Drop("rosa_insert_failed"))
+    edit::insert_dest_opts(frame, &[opt]).map_err(|_| Verdict::Drop("rosa.insert_failed"))
 }
 
 /// Rewrite an address (checksums fixed incrementally); `Pass` or a drop.
 fn rewrite(frame: &mut [u8], field: AddrField, to: Ipv6Addr) -> Verdict {
     match edit::rewrite_addr(frame, field, IpAddr::V6(to)) {
         Ok(_) => Verdict::Pass,
-        Err(_) => Verdict::Drop("rosa_rewrite_failed"),
+        Err(_) => Verdict::Drop("rosa.rewrite_failed"),
     }
 }
 

@@ -503,7 +503,7 @@ fn a_late_duplicate_response_is_harmless_and_another_instance_is_reset() {
     let mut f = synack(SI2);
     assert_eq!(
         ingress(&mut shim, &mut stats, t(4), &mut f),
-        Verdict::Drop("rosa_response_conflict")
+        Verdict::Drop("rosa.response_conflict")
     );
     assert_eq!(shim.bound_instance(IpProtocol::Tcp, CPORT), Some(SI1));
     let (_, rst) = shim.poll_transmit().unwrap();
@@ -578,14 +578,14 @@ fn client_refusals_are_counted_by_reason() {
     let mut f = tcp(CLIENT_MAC, SAR_MAC, CLIENT, v, CPORT, 80, ACK_, b"");
     assert_eq!(
         shim.egress(t(1), 0, &mut f, &mut stats),
-        Verdict::Drop("rosa_no_flow")
+        Verdict::Drop("rosa.no_flow")
     );
     // A virtual address no name stands for.
     let other = Ipv6Addr::from(u128::from(v) ^ 1);
     let mut f = tcp(CLIENT_MAC, SAR_MAC, CLIENT, other, CPORT, 80, SYN_, b"");
     assert_eq!(
         shim.egress(t(1), 0, &mut f, &mut stats),
-        Verdict::Drop("rosa_unknown_virtual")
+        Verdict::Drop("rosa.unknown_virtual")
     );
     // A first fragment of a big UDP datagram: no room for the option.
     let mut f = udp(CLIENT_MAC, SAR_MAC, CLIENT, v, 40000, 7, &[0; 64]);
@@ -596,7 +596,7 @@ fn client_refusals_are_counted_by_reason() {
     f[18..20].copy_from_slice(&len.to_be_bytes());
     assert_eq!(
         shim.egress(t(1), 0, &mut f, &mut stats),
-        Verdict::Drop("rosa_virtual_fragmented")
+        Verdict::Drop("rosa.virtual_fragmented")
     );
     // The flow cap.
     for p in 0..2 {
@@ -606,7 +606,7 @@ fn client_refusals_are_counted_by_reason() {
     let mut f = tcp(CLIENT_MAC, SAR_MAC, CLIENT, v, CPORT + 2, 80, SYN_, b"");
     assert_eq!(
         shim.egress(t(2), 0, &mut f, &mut stats),
-        Verdict::Drop("rosa_flows_full")
+        Verdict::Drop("rosa.flows_full")
     );
     // A reset of a connection still requesting (an aborted connect).
     let rst = Tcp {
@@ -616,7 +616,7 @@ fn client_refusals_are_counted_by_reason() {
     let mut f = tcp(CLIENT_MAC, SAR_MAC, CLIENT, v, CPORT, 80, rst, b"");
     assert_eq!(
         shim.egress(t(3), 0, &mut f, &mut stats),
-        Verdict::Drop("rosa_unbound")
+        Verdict::Drop("rosa.unbound")
     );
     // Responses that match nothing, or contradict the packet.
     let resp = |m: &Message, sport, dport| {
@@ -628,26 +628,26 @@ fn client_refusals_are_counted_by_reason() {
     let mut f = resp(&response(SI1), 80, CPORT + 7);
     assert_eq!(
         ingress(&mut shim, &mut stats, t(4), &mut f),
-        Verdict::Drop("rosa_response_unmatched")
+        Verdict::Drop("rosa.response_unmatched")
     );
     let mut f = resp(&response(SI1), 81, CPORT);
     assert_eq!(
         ingress(&mut shim, &mut stats, t(4), &mut f),
-        Verdict::Drop("rosa_response_inconsistent")
+        Verdict::Drop("rosa.response_inconsistent")
     );
     let mut m = response(SI1);
     m.set(Entry::Service("other.org".parse().unwrap()));
     let mut f = resp(&m, 80, CPORT);
     assert_eq!(
         ingress(&mut shim, &mut stats, t(4), &mut f),
-        Verdict::Drop("rosa_response_unmatched")
+        Verdict::Drop("rosa.response_unmatched")
     );
     let mut m = response(SI1);
     m.remove(svcroute_stack::wire::rosa::EntryType::Instance);
     let mut f = resp(&m, 80, CPORT);
     assert_eq!(
         ingress(&mut shim, &mut stats, t(4), &mut f),
-        Verdict::Drop("rosa_response_incomplete")
+        Verdict::Drop("rosa.response_incomplete")
     );
     // The flow is still waiting for a real response.
     assert_eq!(shim.bound_instance(IpProtocol::Tcp, CPORT), None);
@@ -666,7 +666,7 @@ fn malformed_rosa_options_are_dropped_never_a_panic() {
         let mut f = plain.clone();
         assert_eq!(
             shim.ingress(t(1), 0, &mut f, Some(data), &mut stats),
-            Verdict::Drop("rosa_malformed"),
+            Verdict::Drop("rosa.malformed"),
             "{data:02x?}"
         );
     }
@@ -674,18 +674,18 @@ fn malformed_rosa_options_are_dropped_never_a_panic() {
     let mut f = with_rosa(plain.clone(), &ann);
     assert_eq!(
         ingress(&mut shim, &mut stats, t(1), &mut f),
-        Verdict::Drop("rosa_unexpected_kind")
+        Verdict::Drop("rosa.unexpected_kind")
     );
     let mut f = with_rosa(plain.clone(), &msg(MessageKind::Unknown(9), Vec::new()));
     assert_eq!(
         ingress(&mut shim, &mut stats, t(1), &mut f),
-        Verdict::Drop("rosa_unknown_kind")
+        Verdict::Drop("rosa.unknown_kind")
     );
     // Not serving anything: a request is refused.
     let mut f = with_rosa(plain, &request(CLIENT, IpProtocol::Tcp, 80));
     assert_eq!(
         ingress(&mut shim, &mut stats, t(1), &mut f),
-        Verdict::Drop("rosa_not_serving")
+        Verdict::Drop("rosa.not_serving")
     );
 }
 
@@ -724,7 +724,7 @@ fn without_a_rosa_section_options_pass_untouched_until_a_job_opens_a_name() {
     let mut f = plain.clone();
     assert_eq!(
         shim.ingress(t(4), 0, &mut f, Some(&[0x11, 0x02, 0xaa]), &mut stats),
-        Verdict::Drop("rosa_malformed")
+        Verdict::Drop("rosa.malformed")
     );
 }
 
@@ -787,7 +787,7 @@ fn the_name_table_is_bounded_and_evicts_only_unused_names() {
     let mut f = tcp(CLIENT_MAC, SAR_MAC, CLIENT, va, CPORT, 80, SYN_, b"");
     assert_eq!(
         shim.egress(t(2) + idle, 0, &mut f, &mut stats),
-        Verdict::Drop("rosa_unknown_virtual")
+        Verdict::Drop("rosa.unknown_virtual")
     );
 }
 
@@ -1068,20 +1068,20 @@ fn instance_refuses_requests_it_cannot_serve() {
     let mut v4_client = request(CLIENT, IpProtocol::Tcp, 80);
     v4_client.set(Entry::Client(IpAddr::from([10, 0, 0, 1])));
     for (m, dport, dst, why) in [
-        (other, 80, SI1, "rosa_not_serving"),
-        (incomplete, 80, SI1, "rosa_request_incomplete"),
-        (v4_client, 80, SI1, "rosa_request_incomplete"),
+        (other, 80, SI1, "rosa.not_serving"),
+        (incomplete, 80, SI1, "rosa.request_incomplete"),
+        (v4_client, 80, SI1, "rosa.request_incomplete"),
         (
             request(CLIENT, IpProtocol::Tcp, 81),
             80,
             SI1,
-            "rosa_request_inconsistent",
+            "rosa.request_inconsistent",
         ),
         (
             request(CLIENT, IpProtocol::Tcp, 80),
             80,
             SI2,
-            "rosa_request_not_ours",
+            "rosa.request_not_ours",
         ),
     ] {
         let mut f = deliver(&m, CPORT, dport, dst);
@@ -1099,7 +1099,7 @@ fn instance_refuses_requests_it_cannot_serve() {
     let mut f = deliver(&request(CLIENT, IpProtocol::Tcp, 80), CPORT + 1, 80, SI1);
     assert_eq!(
         ingress(&mut shim, &mut stats, t(3), &mut f),
-        Verdict::Drop("rosa_instance_flows_full")
+        Verdict::Drop("rosa.instance_flows_full")
     );
 }
 
@@ -1220,7 +1220,7 @@ fn parked_frames_give_up_after_the_park_timeout() {
     shim.handle_timeout(t(1002), &mut stats);
     assert_eq!(shim.poll_resolve(), Some((0, SI1)));
     shim.handle_timeout(t(2) + PARK_TIMEOUT, &mut stats);
-    assert_eq!(stats.get("drop.rosa_next_hop_unresolved"), 1);
+    assert_eq!(stats.get("drop.rosa.next_hop_unresolved"), 1);
     shim.learn(t(4000), 0, SI1, SI1_MAC);
     assert!(shim.poll_transmit().is_none());
 }

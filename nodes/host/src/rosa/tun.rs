@@ -574,7 +574,7 @@ impl TunShim {
         if dst != self.client_addr() {
             // Moved: the kernel still holds its own address.
             if edit::rewrite_addr(frame, AddrField::Dst, IpAddr::V6(self.client_addr())).is_err() {
-                return Verdict::Drop("tun_rewrite_failed");
+                return Verdict::Drop("tun.rewrite_failed");
             }
             cx.stats.bump("tun.translated_in");
         }
@@ -591,15 +591,15 @@ impl TunShim {
     /// other unicast IPv6 routed plain; never to smoltcp.
     fn handle_kernel(&mut self, cx: &mut FrameContext<'_>, frame: &mut Vec<u8>) -> Verdict {
         let Some((src, dst)) = frame::ipv6_addrs(frame) else {
-            return Verdict::Drop("tun_not_ipv6");
+            return Verdict::Drop("tun.not_ipv6");
         };
         if dst.is_multicast() {
             // Router solicitations, MLD: the TUN is the kernel's only link
             // and nothing on the segment is for it to discover.
-            return Verdict::Drop("tun_multicast");
+            return Verdict::Drop("tun.multicast");
         }
         if src != self.client_addr() {
-            return Verdict::Drop("tun_foreign_source");
+            return Verdict::Drop("tun.foreign_source");
         }
         if let Some(s) = frame.get_mut(6..12) {
             s.copy_from_slice(self.port.mac.as_bytes());
@@ -619,7 +619,7 @@ impl TunShim {
         frame: &mut Vec<u8>,
     ) -> Verdict {
         let Some((src, dst)) = frame::ipv6_addrs(frame) else {
-            return Verdict::Drop("tun_not_ipv6");
+            return Verdict::Drop("tun.not_ipv6");
         };
         // As the kernel sent it: before any rewrite.
         let room = self
@@ -629,7 +629,7 @@ impl TunShim {
         if self.wire_addr() != src {
             // Moved: the wire knows us by the new address.
             if edit::rewrite_addr(frame, AddrField::Src, IpAddr::V6(self.wire_addr())).is_err() {
-                return Verdict::Drop("tun_rewrite_failed");
+                return Verdict::Drop("tun.rewrite_failed");
             }
             stats.bump("tun.translated_out");
         }
@@ -645,7 +645,7 @@ impl TunShim {
             };
         }
         let Some(hop) = self.next_hop(dst) else {
-            return Verdict::Drop("tun_no_route");
+            return Verdict::Drop("tun.no_route");
         };
         match self.hops.send(now, (WIRE, hop), frame) {
             Sent::Ready => {
@@ -658,7 +658,7 @@ impl TunShim {
                 self.resolve.extend(self.hops.due_for_resolution(now));
                 Verdict::Consume
             }
-            Sent::Full => Verdict::Drop("tun_parked_full"),
+            Sent::Full => Verdict::Drop("tun.parked_full"),
         }
     }
 
@@ -861,7 +861,7 @@ impl Role for TunShim {
         }
         self.sticky.handle_timeout(cx.now, cx.stats);
         for _ in 0..self.hops.expire(cx.now) {
-            cx.stats.drop("tun_next_hop_unresolved");
+            cx.stats.drop("tun.next_hop_unresolved");
         }
         self.resolve.extend(self.hops.due_for_resolution(cx.now));
         let mut any = false;
@@ -899,7 +899,7 @@ impl Role for TunShim {
         match port {
             WIRE => self.handle_wire(cx, frame),
             KERNEL => self.handle_kernel(cx, frame),
-            _ => Verdict::Drop("tun_bad_port"),
+            _ => Verdict::Drop("tun.bad_port"),
         }
     }
 

@@ -657,10 +657,10 @@ fn plain_traffic_is_routed_and_what_cannot_go_is_counted() {
         0x02,
         b"",
     ));
-    assert_eq!(rig.counter("drop.tun_multicast"), 1);
-    assert_eq!(rig.counter("drop.tun_foreign_source"), 1);
+    assert_eq!(rig.counter("drop.tun.multicast"), 1);
+    assert_eq!(rig.counter("drop.tun.foreign_source"), 1);
     assert_eq!(
-        rig.counter("drop.tun_not_ipv6"),
+        rig.counter("drop.tun.not_ipv6"),
         1,
         "{:?}",
         rig.node.stats()
@@ -669,7 +669,7 @@ fn plain_traffic_is_routed_and_what_cannot_go_is_counted() {
 
     // Not a SYN to a virtual address without a flow: the shim's drop.
     rig.kernel_out(tcp_packet(CIP, rig.virt, 5555, 80, 0x10, b""));
-    assert_eq!(rig.counter("drop.rosa_no_flow"), 1);
+    assert_eq!(rig.counter("drop.rosa.no_flow"), 1);
     assert!(rig.sent().is_empty());
     let _ = (WIRE, KERNEL);
 }

@@ -103,10 +103,10 @@ fn path_updates_must_be_sealed_fresh_and_from_the_nr() {
     p.handle_gff(at(5000), &mut stats, t, ours, &good);
     assert_eq!(stats.get("nsff.path_updates"), 1);
     for (r, n) in [
-        ("drop.nsff_nr_auth_missing", 1),
-        ("drop.nsff_nr_auth_bad", 1),
-        ("drop.nsff_nr_not_from_nr", 1),
-        ("drop.nsff_nr_replayed", 1),
+        ("drop.nsff.nr_auth_missing", 1),
+        ("drop.nsff.nr_auth_bad", 1),
+        ("drop.nsff.nr_not_from_nr", 1),
+        ("drop.nsff.nr_replayed", 1),
     ] {
         assert_eq!(stats.get(r), n, "{r}");
     }
@@ -159,17 +159,17 @@ fn transport_packets_must_be_sealed_and_fresh() {
     // The trailer has no marker: an unsealed packet longer than a trailer
     // reads as a bad (or unknown-key) one.
     assert_eq!(
-        stats.get("drop.nsff_transport_auth_bad")
-            + stats.get("drop.nsff_transport_auth_unknown_key"),
+        stats.get("drop.nsff.transport_auth_bad")
+            + stats.get("drop.nsff.transport_auth_unknown_key"),
         1
     );
-    let bad_before = stats.get("drop.nsff_transport_auth_bad");
+    let bad_before = stats.get("drop.nsff.transport_auth_bad");
     let mut forged = plain.clone();
     Keyring::new(vec![(1, b"guess".to_vec())], 2, EPOCH).seal_trailer(0, ty, &mut forged);
     p.handle_gff(at(2), &mut stats, open.msg_type, ours, &forged);
-    assert_eq!(stats.get("drop.nsff_transport_auth_bad"), bad_before + 1);
+    assert_eq!(stats.get("drop.nsff.transport_auth_bad"), bad_before + 1);
     p.handle_gff(at(2), &mut stats, open.msg_type, ours, &[0; 5]);
-    assert_eq!(stats.get("drop.nsff_transport_auth_missing"), 1);
+    assert_eq!(stats.get("drop.nsff.transport_auth_missing"), 1);
     assert_eq!(p.endpoint().stats().accepted, 0);
     let mut good = plain;
     ring(2).seal_trailer(0, ty, &mut good);
@@ -178,7 +178,7 @@ fn transport_packets_must_be_sealed_and_fresh() {
     // Replayed once the transaction is done and forgotten or not: dropped
     // before the transport sees it.
     p.handle_gff(at(4), &mut stats, open.msg_type, ours, &good);
-    assert_eq!(stats.get("drop.nsff_transport_replayed"), 1);
+    assert_eq!(stats.get("drop.nsff.transport_replayed"), 1);
     assert_eq!(p.endpoint().stats().accepted, 1);
     // What this nSFF sends back is sealed under its own sender ID.
     let mut out = Outbox::default();

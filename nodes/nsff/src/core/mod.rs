@@ -433,7 +433,7 @@ impl Proxy {
                 let payload = match ring.unseal_trailer(clock, u8::from(msg_type), payload) {
                     Ok(p) => p,
                     Err(r) => {
-                        stats.drop(&format!("nsff_transport_{}", r.suffix()));
+                        stats.drop(&format!("nsff.transport_{}", r.suffix()));
                         return;
                     }
                 };
@@ -447,17 +447,17 @@ impl Proxy {
                 let sealed = match nr::authenticate(&ring, msg_type, payload) {
                     Ok(s) => s,
                     Err(r) => {
-                        stats.drop(&format!("nsff_nr_{}", r.suffix()));
+                        stats.drop(&format!("nsff.nr_{}", r.suffix()));
                         return;
                     }
                 };
                 if let Some((sender, seq)) = sealed {
                     if sender != SENDER_NR {
-                        stats.drop("nsff_nr_not_from_nr");
+                        stats.drop("nsff.nr_not_from_nr");
                         return;
                     }
                     if let Err(r) = ring.fresh(clock, sender, seq) {
-                        stats.drop(&format!("nsff_nr_{}", r.suffix()));
+                        stats.drop(&format!("nsff.nr_{}", r.suffix()));
                         return;
                     }
                 }
@@ -484,11 +484,11 @@ impl Proxy {
                             }
                         }
                     }
-                    _ => stats.drop("nsff_nr_malformed"),
+                    _ => stats.drop("nsff.nr_malformed"),
                 }
             }
             MessageType::LinkHello => stats.bump("nsff.hellos_ignored"),
-            _ => stats.drop("nsff_gff_unexpected_type"),
+            _ => stats.drop("nsff.gff_unexpected_type"),
         }
     }
 
