@@ -270,6 +270,9 @@ struct Seen {
     at: Instant,
     msg_type: MessageType,
     payload: Vec<u8>,
+    /// It carried a sequence number: never to be acted on twice, so a
+    /// table change does not forget it.
+    signed: bool,
 }
 
 /// The Name Resolver. See the module documentation for the call order.
@@ -515,7 +518,7 @@ impl NrCore {
                 .map_err(MessageError::Replay)?;
         }
         let r = self.act(now, repr);
-        self.remember(now, msg_type, payload);
+        self.remember(now, msg_type, payload, sequence.is_some());
         r
     }
 
@@ -577,7 +580,7 @@ impl NrCore {
     }
 
     /// Remember a message acted on, to know its copies.
-    fn remember(&mut self, now: Instant, msg_type: MessageType, payload: &[u8]) {
+    fn remember(&mut self, now: Instant, msg_type: MessageType, payload: &[u8], signed: bool) {
         if self.dedup_window == Duration::ZERO {
             return;
         }
@@ -589,15 +592,19 @@ impl NrCore {
             at: now,
             msg_type,
             payload: payload.to_vec(),
+            signed,
         });
     }
 
     /// A name, an nSFF of a name or a link state changed, or the discovery
     /// table was purged: a message seen before may now be answered
     /// differently (a request re-asked after an update, a flap: deregister,
-    /// register, deregister), so none is a copy any more.
+    /// register, deregister), so no unsigned one is a copy any more. A
+    /// signed message is unique by its sequence number (a resend is a new
+    /// number): its copies stay copies, so a copy that took the longer
+    /// path past a table change is ignored, not counted a replay.
     fn tables_changed(&mut self) {
-        self.recent.clear();
+        self.recent.retain(|s| s.signed);
     }
 
     /// Register `nsff` for the name with `hash` (and `fqdn`, if known):
@@ -1733,6 +1740,38 @@ mod test {
             Ok(Some((SENDER_NR, EPOCH)))
         );
         assert_eq!(nr::open(&mut nsff, 0, t.msg_type, &t.payload), Ok(()));
+    }
+
+    /// Two paths to the NR: the copy of one signed message can arrive
+    /// after another message changed the tables. It is still a copy
+    /// (ignored), not a replay; past the dedup window it would be one.
+    #[test]
+    fn a_signed_copy_after_a_table_change_is_still_a_copy() {
+        let mut cfg = config();
+        cfg.keys = vec![KeyConfig {
+            id: 7,
+            secret: "s3cret".into(),
+            hex: false,
+        }];
+        cfg.epoch_us = EPOCH;
+        cfg.dedup_ms = 50;
+        let mut nr = NrCore::new(&cfg).unwrap();
+        let mut n2 = nsff_ring(2);
+        let t = MessageType::Registration;
+        let a = sealed(&mut n2, t, registration(false, &name("a.example"), id(2)));
+        let mut b = registration(false, &name("b.example"), id(2));
+        nr::seal(&mut n2, 1000, t, &mut b);
+        let ms = Duration::from_millis;
+        nr.handle_message(T0, t, &a).unwrap();
+        nr.handle_message(T0 + ms(1), t, &b).unwrap();
+        assert_eq!(nr.names().len(), 2);
+        assert_eq!(nr.handle_message(T0 + ms(2), t, &a), Ok(()));
+        assert_eq!(nr.stats().get("nr.duplicates_ignored"), 1);
+        assert_eq!(nr.stats().get("drop.nr.replayed"), 0);
+        assert_eq!(
+            nr.handle_message(T0 + ms(60), t, &a),
+            Err(MessageError::Replay(Reject::Replayed))
+        );
     }
 
     /// A captured deregistration or link event played again later is
