@@ -106,6 +106,16 @@ pub struct NsffConfig {
     /// A client connection with no request in progress (or not reading its
     /// response) for this long is closed, s. Default 120.
     pub client_idle_timeout_s: u64,
+    /// An SF connection kept for reuse between requests is closed after
+    /// this long, s. Default 300 (the SF's own idle timeout usually ends
+    /// it first).
+    pub sf_idle_timeout_s: u64,
+    /// TCP keep-alives on an SF connection kept for reuse (RFC 8677 §5.3:
+    /// "nSFF2 may maintain the TCP connection through keep-alive
+    /// messages"), every this many s; an SF that answers none within three
+    /// intervals loses the connection (`nsff.sf_idle_lost`). 0: none.
+    /// Default 10.
+    pub sf_keepalive_s: u64,
     /// Listening sockets kept armed. Default 4.
     pub listeners: usize,
     /// Most client connections at once. Default 1024.
@@ -179,6 +189,8 @@ impl Default for NsffConfig {
             health_timeout_ms: 1000,
             health_failures: 2,
             client_idle_timeout_s: 120,
+            sf_idle_timeout_s: 300,
+            sf_keepalive_s: 10,
             listeners: 4,
             max_clients: 1024,
             sf: Vec::new(),
@@ -217,7 +229,7 @@ pub enum ConfigError {
     /// A zero limit.
     #[error(
         "nsff: listeners, max_clients, register_interval_ms, health_timeout_ms, \
-         health_failures and client_idle_timeout_s must be non-zero"
+         health_failures, client_idle_timeout_s and sf_idle_timeout_s must be non-zero"
     )]
     Zero,
     /// The transport section.
@@ -261,6 +273,16 @@ pub enum ConfigError {
          resolve_timeout_ms non-zero)"
     )]
     Classic(&'static str),
+    /// An SF connection time out of range.
+    #[error("nsff.{key} = {value}: out of range ({range})")]
+    SfTime {
+        /// The key.
+        key: &'static str,
+        /// Its value.
+        value: u64,
+        /// What it may be.
+        range: &'static str,
+    },
 }
 
 impl NsffConfig {
@@ -269,12 +291,26 @@ impl NsffConfig {
         self.id()?;
         self.key_pairs()?;
         self.sfs()?;
+        for (key, value, max, range) in [
+            ("sf_keepalive_s", self.sf_keepalive_s, 3600, "0..=3600"),
+            (
+                "sf_idle_timeout_s",
+                self.sf_idle_timeout_s,
+                86_400,
+                "1..=86400",
+            ),
+        ] {
+            if value > max {
+                return Err(ConfigError::SfTime { key, value, range });
+            }
+        }
         if self.listeners == 0
             || self.max_clients == 0
             || self.register_interval_ms == 0
             || self.health_timeout_ms == 0
             || self.health_failures == 0
             || self.client_idle_timeout_s == 0
+            || self.sf_idle_timeout_s == 0
         {
             return Err(ConfigError::Zero);
         }
@@ -433,6 +469,27 @@ mod tests {
             ..NsffConfig::default()
         };
         cfg.validate().unwrap_err().to_string()
+    }
+
+    #[test]
+    fn sf_connection_times_are_bounded_and_named() {
+        let bad = |f: fn(&mut NsffConfig)| {
+            let mut cfg = NsffConfig::default();
+            f(&mut cfg);
+            cfg.validate().unwrap_err().to_string()
+        };
+        assert_eq!(
+            bad(|c| c.sf_keepalive_s = 3601),
+            "nsff.sf_keepalive_s = 3601: out of range (0..=3600)"
+        );
+        assert!(bad(|c| c.sf_idle_timeout_s = 86_401).contains("nsff.sf_idle_timeout_s = 86401"));
+        assert!(bad(|c| c.sf_idle_timeout_s = 0).contains("sf_idle_timeout_s must be non-zero"));
+        let cfg = NsffConfig {
+            sf_keepalive_s: 0,
+            sf_idle_timeout_s: 60,
+            ..NsffConfig::default()
+        };
+        cfg.validate().unwrap();
     }
 
     #[test]

@@ -50,6 +50,9 @@ const SOCK_BUF: usize = 64 * 1024;
 const RECENT_INTERCEPTS: usize = 32;
 /// A released connection still not closed after this long is reset.
 const CLOSING_LIMIT: Duration = Duration::from_secs(10);
+/// An exchange with an SF that hears nothing back for this long (with
+/// data outstanding) is reset.
+const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A connection accepted for a destination that is not ours.
 #[derive(Debug, Clone, Copy)]
@@ -204,7 +207,7 @@ impl Conns for SmolConns<'_> {
                     tcp::SocketBuffer::new(vec![0; SOCK_BUF]),
                 );
                 s.set_nagle_enabled(false);
-                s.set_timeout(Some(Duration::from_secs(10)));
+                s.set_timeout(Some(EXCHANGE_TIMEOUT));
                 s
             }
             Dial::Probe { timeout } => {
@@ -242,6 +245,14 @@ impl Conns for SmolConns<'_> {
         if let Some(p) = pool.and_then(|p| self.pools.get_mut(p.0)) {
             p.release();
         }
+    }
+
+    fn keep_alive(&mut self, c: ConnId, interval: Option<Duration>) {
+        let s = self.sock_mut(c);
+        s.set_keep_alive(interval);
+        // smoltcp resets a connection whose peer is silent for the timeout
+        // while keep-alives are on: give the peer three probes to answer.
+        s.set_timeout(Some(interval.map_or(EXCHANGE_TIMEOUT, |i| i * 3)));
     }
 
     fn sweep(&mut self, now: Instant) {

@@ -688,3 +688,43 @@ fn a_restarted_nr_learns_the_names_again_from_periodic_registrations() {
     let r = job(&mut w, one);
     assert_eq!(r["ok"], 1, "{r:#}");
 }
+
+/// RFC 8677 §5.3: nSFF1 keeps its connection to SF1 between requests
+/// with TCP keep-alives, past the 30 s it used to close it at, and the
+/// next request reuses it (health probes off: only keep-alives talk).
+/// 45 s: SF1, a smoltcp host, ends a connection 60 s after the last
+/// segment inside its window, and keep-alives are outside it by design.
+#[test]
+fn an_idle_sf_connection_is_kept_by_keepalives_and_reused() {
+    let mut w = world_tuned(21, 0.0, Vec::new(), |c| c.health_interval_ms = 0);
+    let one = "get http://NSFF1/ --requests 1 --host www.example.com --timeout-ms 60000";
+    let r = job(&mut w, one);
+    assert_eq!(r["first_response"]["headers"]["x-instance"], "sf1", "{r:#}");
+    w.sim.run_for(Duration::from_secs(45)).unwrap();
+    let r = job(&mut w, one);
+    assert_eq!(r["ok"], 1, "{r:#}");
+    let n1 = w.sim.node(w.nsff1).stats();
+    assert_eq!(
+        (n1.get("nsff.sf_connections"), n1.get("nsff.sf_reused")),
+        (1, 1),
+        "{n1:?}"
+    );
+    assert_eq!(n1.get("nsff.sf_idle_lost"), 0, "{n1:?}");
+}
+
+/// An SF that vanishes while nSFF1 holds an idle connection to it: the
+/// unanswered keep-alives lose the connection within three intervals,
+/// long before `sf_idle_timeout_s`.
+#[test]
+fn keepalives_find_an_sf_that_vanished() {
+    let mut w = world_tuned(22, 0.0, Vec::new(), |c| c.health_interval_ms = 0);
+    let one = "get http://NSFF1/ --requests 1 --host www.example.com --timeout-ms 60000";
+    let r = job(&mut w, one);
+    assert_eq!(r["ok"], 1, "{r:#}");
+    let (a, b) = w.sf1_cut;
+    w.sim.partition(&[a], &[b]);
+    w.sim.run_for(Duration::from_secs(60)).unwrap();
+    let n1 = w.sim.node(w.nsff1).stats();
+    assert_eq!(n1.get("nsff.sf_idle_lost"), 1, "{n1:?}");
+    assert_eq!(n1.get("nsff.sf_idle_expired"), 0, "{n1:?}");
+}

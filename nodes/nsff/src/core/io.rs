@@ -95,6 +95,10 @@ pub trait Conns {
     /// Reset it and forget it once the reset went out; `pool` (if any)
     /// gets its slot back.
     fn discard(&mut self, c: ConnId, pool: Option<PoolId>);
+    /// TCP keep-alives on `c` every `interval` (`None`: none). With them
+    /// on, a peer that answers none within three intervals resets the
+    /// connection; off, the exchange's own timeout holds again.
+    fn keep_alive(&mut self, c: ConnId, interval: Option<Duration>);
     /// Remove released connections whose FIN went out (or that took too
     /// long).
     fn sweep(&mut self, now: Instant);

@@ -218,7 +218,10 @@ impl Proxy {
             ep,
             cache,
             local,
-            sf: SfConns::new(),
+            sf: SfConns::new(
+                Duration::from_secs(cfg.sf_idle_timeout_s),
+                (cfg.sf_keepalive_s > 0).then(|| Duration::from_secs(cfg.sf_keepalive_s)),
+            ),
             clients: BTreeMap::new(),
             tls: BTreeMap::new(),
             next_client: 1,
@@ -373,7 +376,7 @@ impl Proxy {
             self.drop_idle(now, io, stats, &mut drop_idle);
             round |= self.flush(out, stats);
             if self.has_sf_port {
-                self.sf.sweep(now, io);
+                self.sf.sweep(now, io, stats);
                 io.sweep(now);
             }
             any |= round;

@@ -31,6 +31,8 @@ pub struct Conn {
     pub peer_fin: bool,
     /// Opened by the core (an SF connection or probe).
     pub outgoing: bool,
+    /// The keep-alive interval the core set (`None`: off).
+    pub keepalive: Option<Duration>,
 }
 
 /// Modelled connections, by ID; given-back ones are gone from `live`.
@@ -63,6 +65,7 @@ impl Model {
                 room: 64 * 1024,
                 peer_fin: false,
                 outgoing,
+                keepalive: None,
             },
         );
         id
@@ -190,6 +193,10 @@ impl Conns for Model {
     fn discard(&mut self, c: ConnId, _pool: Option<PoolId>) {
         self.abort(c);
         self.give_back(c);
+    }
+
+    fn keep_alive(&mut self, c: ConnId, interval: Option<Duration>) {
+        self.conn_mut(c).keepalive = interval;
     }
 
     fn sweep(&mut self, _now: Instant) {}
@@ -426,6 +433,109 @@ mod tests {
         assert_eq!(io.live[&client].tx, SNIPPETS[4]);
         assert_eq!(stats.get("nsff.responses_local"), 1);
         assert_eq!(stats.get("nsff.sf_connections"), 1);
+    }
+
+    /// One keep-alive GET on `client` answered by the SF: returns the SF
+    /// connection it ran on.
+    fn one_get(
+        p: &mut Proxy,
+        io: &mut Model,
+        stats: &mut Counters,
+        now: Instant,
+        client: ConnId,
+    ) -> ConnId {
+        let mut out = Outbox::default();
+        io.conn_mut(client).rx.extend_from_slice(SNIPPETS[0]);
+        p.poll(now, io, &mut out, stats);
+        let sf = *io.live.keys().rev().find(|c| io.live[c].outgoing).unwrap();
+        if io.live[&sf].state == TcpState::SynSent {
+            io.conn_mut(sf).state = TcpState::Established;
+        }
+        p.poll(now, io, &mut out, stats);
+        io.conn_mut(sf).tx.clear();
+        io.conn_mut(sf).rx.extend_from_slice(SNIPPETS[4]);
+        p.poll(now, io, &mut out, stats);
+        io.conn_mut(client).tx.clear();
+        p.poll(now, io, &mut out, stats);
+        sf
+    }
+
+    /// RFC 8677 §5.3's keep-alives: an SF connection between requests gets
+    /// TCP keep-alives, keeps past the old 30 s, is reused without them,
+    /// and is let go when it expires or the keep-alives lose it.
+    #[test]
+    fn an_idle_sf_connection_is_kept_alive_reused_and_let_go() {
+        let mut p = local_proxy();
+        let (mut io, mut out, mut stats) =
+            (Model::default(), Outbox::default(), Counters::default());
+        let mut now = Instant::from_millis(0);
+        let client = io.accept();
+        p.accept(now, client, PoolId(0), false);
+        let sf = one_get(&mut p, &mut io, &mut stats, now, client);
+        assert_eq!(stats.get("nsff.responses_local"), 1, "{stats:?}");
+        assert_eq!(io.live[&sf].keepalive, Some(Duration::from_secs(10)));
+
+        // 90 s later (past the 30 s that used to close it) it is reused,
+        // with keep-alives off while it carries the exchange.
+        now += Duration::from_secs(90);
+        p.poll(now, &mut io, &mut out, &mut stats);
+        assert!(io.live.contains_key(&sf), "the idle connection went");
+        io.conn_mut(client).rx.extend_from_slice(SNIPPETS[0]);
+        p.poll(now, &mut io, &mut out, &mut stats);
+        assert_eq!(stats.get("nsff.sf_reused"), 1, "{stats:?}");
+        assert_eq!(io.live[&sf].keepalive, None);
+        io.conn_mut(sf).rx.extend_from_slice(SNIPPETS[4]);
+        p.poll(now, &mut io, &mut out, &mut stats);
+        p.poll(now, &mut io, &mut out, &mut stats);
+        assert_eq!(stats.get("nsff.responses_local"), 2, "{stats:?}");
+        assert_eq!(stats.get("nsff.sf_connections"), 1, "{stats:?}");
+        assert_eq!(io.live[&sf].keepalive, Some(Duration::from_secs(10)));
+
+        // Unanswered keep-alives reset it: let go, counted.
+        io.conn_mut(sf).state = TcpState::Closed;
+        p.poll(now, &mut io, &mut out, &mut stats);
+        assert!(!io.live.contains_key(&sf));
+        assert_eq!(stats.get("nsff.sf_idle_lost"), 1, "{stats:?}");
+
+        // A new one idles out after sf_idle_timeout_s (300 s).
+        io.conn_mut(client).tx.clear();
+        let sf2 = one_get(&mut p, &mut io, &mut stats, now, client);
+        assert_ne!(sf2, sf);
+        now += Duration::from_secs(299);
+        p.poll(now, &mut io, &mut out, &mut stats);
+        assert!(io.live.contains_key(&sf2));
+        now += Duration::from_secs(1);
+        p.poll(now, &mut io, &mut out, &mut stats);
+        assert!(!io.live.contains_key(&sf2));
+        assert_eq!(stats.get("nsff.sf_idle_expired"), 1, "{stats:?}");
+    }
+
+    /// `sf_keepalive_s = 0`: no keep-alives are asked for.
+    #[test]
+    fn keepalives_can_be_turned_off() {
+        let cfg = NsffConfig {
+            link_in: 2,
+            link_out: 3,
+            nr_links: vec![3, 0],
+            sf: vec![SfConfig {
+                fqdn: "www.local.example".into(),
+                addr: "10.0.3.5".parse().unwrap(),
+                port: 80,
+                tls_port: 443,
+            }],
+            health_interval_ms: 0,
+            sf_keepalive_s: 0,
+            ..NsffConfig::default()
+        };
+        let mut p = Proxy::new(&cfg, None).unwrap();
+        let (mut io, mut stats) = (Model::default(), Counters::default());
+        let now = Instant::from_millis(0);
+        let client = io.accept();
+        p.accept(now, client, PoolId(0), false);
+        let sf = one_get(&mut p, &mut io, &mut stats, now, client);
+        assert_eq!(stats.get("nsff.responses_local"), 1, "{stats:?}");
+        assert!(io.live.contains_key(&sf), "kept for reuse");
+        assert_eq!(io.live[&sf].keepalive, None);
     }
 
     fn local_proxy() -> Proxy {

@@ -18,8 +18,6 @@ use super::{streaming, BUF_HIGH, CHUNK};
 
 /// Idle SF connections kept for reuse, over all SFs.
 const MAX_IDLE_SF: usize = 256;
-/// An idle SF connection is closed after this long.
-const IDLE_SF_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Where an exchange is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -217,15 +215,21 @@ pub(crate) struct SfConns {
     idle: Vec<((IpAddress, u16), ConnId, Instant)>,
     /// The local port the next connection from `sf_port` is opened from.
     pub(crate) next_local_port: u16,
+    /// An idle connection is closed after this long (`sf_idle_timeout_s`).
+    idle_for: Duration,
+    /// TCP keep-alives while idle (`sf_keepalive_s`).
+    keepalive: Option<Duration>,
 }
 
 impl SfConns {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(idle_for: Duration, keepalive: Option<Duration>) -> Self {
         Self {
             jobs: BTreeMap::new(),
             next_job: 1,
             idle: Vec::new(),
             next_local_port: 49152,
+            idle_for,
+            keepalive,
         }
     }
 
@@ -271,6 +275,9 @@ impl SfConns {
         while let Some(i) = self.idle.iter().position(|e| e.0 == (addr, port)) {
             let (_, c, _) = self.idle.swap_remove(i);
             if io.state(c) == TcpState::Established && io.may_send(c) && !io.can_recv(c) {
+                if self.keepalive.is_some() {
+                    io.keep_alive(c, None);
+                }
                 stats.bump("nsff.sf_reused");
                 job.sock = Some(c);
                 return self.add(job);
@@ -317,6 +324,9 @@ impl SfConns {
         let state = io.state(c);
         if let (true, Some(t)) = (j.reusable && j.resp.is_empty(), j.target) {
             if state == TcpState::Established && self.idle.len() < MAX_IDLE_SF {
+                if self.keepalive.is_some() {
+                    io.keep_alive(c, self.keepalive);
+                }
                 self.idle.push((t, c, now));
                 return;
             }
@@ -351,17 +361,24 @@ impl SfConns {
         });
     }
 
-    /// Close idle connections that the SF closed, that have bytes nobody
-    /// asked for, or that idled for too long.
-    pub(crate) fn sweep(&mut self, now: Instant, io: &mut impl Conns) {
+    /// Close idle connections that the SF closed (`nsff.sf_idle_closed`),
+    /// that were lost, reset or unanswered keep-alives
+    /// (`nsff.sf_idle_lost`), that have bytes nobody asked for, or that
+    /// idled `idle_for` (`nsff.sf_idle_expired`).
+    pub(crate) fn sweep(&mut self, now: Instant, io: &mut impl Conns, stats: &mut Counters) {
+        let idle_for = self.idle_for;
         self.idle.retain(|&(_, c, since)| {
-            let ok = io.state(c) == TcpState::Established && !io.can_recv(c);
-            if ok && now - since < IDLE_SF_TIMEOUT {
-                true
-            } else {
-                io.release(now, c);
-                false
-            }
+            let state = io.state(c);
+            let why = match state {
+                TcpState::Established if io.can_recv(c) => "nsff.sf_idle_unasked",
+                TcpState::Established if now - since >= idle_for => "nsff.sf_idle_expired",
+                TcpState::Established => return true,
+                TcpState::Closed => "nsff.sf_idle_lost",
+                _ => "nsff.sf_idle_closed",
+            };
+            stats.bump(why);
+            io.release(now, c);
+            false
         });
     }
 }
