@@ -22,7 +22,7 @@ mod common;
 
 use std::process::Output;
 
-use common::chain::{counters, curl, lab_file, wait_names, Opts, TempDir};
+use common::chain::{counter, counters, curl, lab_file, wait_names, Opts, TempDir};
 use common::{delta, have, lab_name, named, root_or_skip, run_bounded, text, wait_until, Lab};
 
 /// The counters the test looks at.
@@ -280,5 +280,21 @@ fn https_by_sni_through_the_chain() {
         let out = held.join().expect("s_client thread");
         assert!(out.status.success(), "{}", text(&out));
     });
+
+    // A TLS relay is health evidence too: with tls1's servers stopped,
+    // the kernel refuses the relay's connect to its TLS port, and nSFF1
+    // counts that against tls1 as it would a refused HTTP connect.
+    let out = https(&lab, &cert, "www.example.com", "/who.txt");
+    assert!(out.status.success(), "{}", text(&out));
+    let refused = counter(&lab, "nsff1", "nsff.sf_refused");
+    lab.verb("host", &["tls1", "stop"]);
+    let out = https(&lab, &cert, "www.example.com", "/who.txt");
+    assert!(!out.status.success(), "a stopped SF answered");
+    assert_eq!(
+        counter(&lab, "nsff1", "nsff.sf_refused"),
+        refused + 1,
+        "{:?}",
+        lab.stats("nsff1")
+    );
     lab.down();
 }

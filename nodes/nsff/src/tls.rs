@@ -366,4 +366,4 @@ fn server_name(body: &[u8]) -> Result<Fqdn, Refusal> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

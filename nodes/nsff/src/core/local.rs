@@ -39,7 +39,8 @@ pub trait Persist: fmt::Debug {
 /// see [`crate::health`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Evidence {
-    /// A response head came back: the SF is alive.
+    /// A response head came back (relaying TLS: the first bytes): the SF
+    /// is alive.
     Answered,
     /// A new connection to it, started at `started`, was refused or timed
     /// out before it was established.
@@ -298,7 +299,10 @@ impl LocalSfs {
                 stats.bump("nsff.sf_refused");
             }
             for i in 0..self.sfs.len() {
-                if (self.sfs[i].addr, self.sfs[i].port) != target {
+                let sf = &self.sfs[i];
+                // Evidence from HTTP exchanges (`port`) or TLS relays
+                // (`tls_port`).
+                if sf.addr != target.0 || (sf.port != target.1 && sf.tls_port != target.1) {
                     continue;
                 }
                 match ev {

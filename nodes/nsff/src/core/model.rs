@@ -33,6 +33,8 @@ pub struct Conn {
     pub outgoing: bool,
     /// The keep-alive interval the core set (`None`: off).
     pub keepalive: Option<Duration>,
+    /// Where the core connected it (outgoing ones).
+    pub to: Option<(IpAddress, u16)>,
 }
 
 /// Modelled connections, by ID; given-back ones are gone from `live`.
@@ -66,6 +68,7 @@ impl Model {
                 peer_fin: false,
                 outgoing,
                 keepalive: None,
+                to: None,
             },
         );
         id
@@ -171,14 +174,16 @@ impl Conns for Model {
 
     fn connect(
         &mut self,
-        _to: (IpAddress, u16),
+        to: (IpAddress, u16),
         _local_port: u16,
         _dial: Dial,
     ) -> Result<ConnId, ConnectError> {
         if self.refuse_connects {
             return Err(ConnectError::Connect);
         }
-        Ok(self.add(TcpState::SynSent, true))
+        let c = self.add(TcpState::SynSent, true);
+        self.conn_mut(c).to = Some(to);
+        Ok(c)
     }
 
     fn remove(&mut self, c: ConnId) {
@@ -536,6 +541,59 @@ mod tests {
         assert_eq!(stats.get("nsff.responses_local"), 1, "{stats:?}");
         assert!(io.live.contains_key(&sf), "kept for reuse");
         assert_eq!(io.live[&sf].keepalive, None);
+    }
+
+    /// A local TLS relay is health evidence about its SF, as a proxied
+    /// HTTP exchange is: a refused connect to the TLS port counts, and the
+    /// SF's first bytes are a success.
+    #[test]
+    fn a_local_tls_relay_is_health_evidence() {
+        let cfg = NsffConfig {
+            link_in: 2,
+            link_out: 3,
+            nr_links: vec![3, 0],
+            sf: vec![SfConfig {
+                fqdn: "www.local.example".into(),
+                addr: "10.0.3.5".parse().unwrap(),
+                port: 80,
+                tls_port: 443,
+            }],
+            ..NsffConfig::default()
+        };
+        let mut p = Proxy::new(&cfg, None).unwrap();
+        let (mut io, mut out, mut stats) =
+            (Model::default(), Outbox::default(), Counters::default());
+        let now = Instant::from_millis(0);
+        let hello = crate::tls::tests::hello_for(&[(0, b"www.local.example")]);
+        let session = |p: &mut Proxy, io: &mut Model, stats: &mut Counters| {
+            let c = io.accept();
+            p.accept(now, c, PoolId(1), true);
+            io.conn_mut(c).rx.extend_from_slice(&hello);
+            p.poll(now, io, &mut Outbox::default(), stats);
+            let to_tls = |x: &Conn| x.to.is_some_and(|t| t.1 == 443);
+            *io.live.iter().rev().find(|(_, x)| to_tls(x)).unwrap().0
+        };
+        // The SF's TLS port refuses.
+        let sf = session(&mut p, &mut io, &mut stats);
+        assert_eq!(stats.get("nsff.tls_sessions_local"), 1, "{stats:?}");
+        io.conn_mut(sf).state = TcpState::Closed;
+        p.poll(now, &mut io, &mut out, &mut stats);
+        assert_eq!(stats.get("nsff.sf_refused"), 1, "{stats:?}");
+        assert_eq!(stats.get("nsff.tls_upstream_lost"), 1, "{stats:?}");
+        assert_eq!(p.local.sfs[0].json()["failed_probes"], 1);
+
+        // It answers: a success, which clears the failure.
+        let sf = session(&mut p, &mut io, &mut stats);
+        io.conn_mut(sf).state = TcpState::Established;
+        p.poll(now, &mut io, &mut out, &mut stats);
+        assert_eq!(io.live[&sf].tx, hello);
+        io.conn_mut(sf)
+            .rx
+            .extend_from_slice(b"\x16\x03\x03\x00\x01\x02");
+        p.poll(now, &mut io, &mut out, &mut stats);
+        assert_eq!(stats.get("nsff.sf_refused"), 1, "{stats:?}");
+        assert_eq!(stats.get("nsff.tls_sessions_local"), 2, "{stats:?}");
+        assert_eq!(p.local.sfs[0].json()["failed_probes"], 0, "no success seen");
     }
 
     fn local_proxy() -> Proxy {

@@ -81,6 +81,7 @@ impl Proxy {
             };
             let (up, down) = (t.pipe.ab_bytes, t.pipe.ba_bytes);
             let moved = t.pipe.pump(now, io, &mut self.ep, limit);
+            self.local.evidence.extend(t.pipe.evidence.take());
             if matches!(t.stage, TlsStage::Relay { .. } | TlsStage::Done) {
                 stats.add("nsff.tls_bytes_up", t.pipe.ab_bytes - up);
                 stats.add("nsff.tls_bytes_down", t.pipe.ba_bytes - down);
@@ -165,6 +166,7 @@ impl Proxy {
                 Ok(c) => {
                     stats.bump("nsff.tls_sessions_local");
                     t.pipe.b = Some(End::Tcp(c));
+                    t.pipe.watch(target, now);
                     t.stage = TlsStage::Relay { name, local: true };
                 }
                 Err(_) => {
@@ -303,7 +305,9 @@ impl Proxy {
         for _ in 0..64 {
             let hello = p.b.is_none() && !p.cut;
             let limit = if hello { tls::MAX_BUFFER } else { BUF_HIGH };
-            let mut progress = match p.pump(now, io, &mut self.ep, limit) {
+            let moved = p.pump(now, io, &mut self.ep, limit);
+            self.local.evidence.extend(p.evidence.take());
+            let mut progress = match moved {
                 Ok(x) => x,
                 Err(Side::A) => {
                     // The transaction is gone (its Failed event cleans up).
@@ -340,6 +344,7 @@ impl Proxy {
                             Ok(c) => {
                                 stats.bump("nsff.egress_tls_sessions");
                                 p.b = Some(End::Tcp(c));
+                                p.watch(target, now);
                                 progress = true;
                                 None
                             }

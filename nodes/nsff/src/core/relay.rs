@@ -15,9 +15,11 @@
 //! `ba` holds at most an alert, and `a` is finished after it.
 
 use smoltcp::time::Instant;
+use smoltcp::wire::IpAddress;
 use svcroute_stack::wire::nsff::Txn;
 
 use super::io::{ConnId, Conns, TcpState};
+use super::local::Evidence;
 use crate::transport::Endpoint;
 
 /// Bytes read per call.
@@ -49,6 +51,15 @@ enum Got {
     Failed,
 }
 
+/// A local SF's TLS port that `b` was dialed to: what the relay learns
+/// about the SF's health (passive evidence, as for proxied HTTP).
+#[derive(Debug, Clone, Copy)]
+struct Watch {
+    target: (IpAddress, u16),
+    since: Instant,
+    established: bool,
+}
+
 /// The relay state (see the module doc).
 #[derive(Debug)]
 pub(crate) struct Pipe {
@@ -69,6 +80,10 @@ pub(crate) struct Pipe {
     /// Octets written to `b` and to `a`.
     pub(crate) ab_bytes: u64,
     pub(crate) ba_bytes: u64,
+    /// `b` is a new connection to a local SF, not yet judged.
+    watch: Option<Watch>,
+    /// What the relay learnt about that SF, for the caller to take.
+    pub(crate) evidence: Option<((IpAddress, u16), Evidence)>,
 }
 
 impl Pipe {
@@ -85,7 +100,38 @@ impl Pipe {
             cut: false,
             ab_bytes: 0,
             ba_bytes: 0,
+            watch: None,
+            evidence: None,
         }
+    }
+
+    /// `b` was just dialed to the local SF at `target`: the first bytes
+    /// from it say the SF is alive, a connect that fails says it refused
+    /// ([`Pipe::evidence`]).
+    pub(crate) fn watch(&mut self, target: (IpAddress, u16), now: Instant) {
+        self.watch = Some(Watch {
+            target,
+            since: now,
+            established: false,
+        });
+    }
+
+    fn judge(&mut self, got: &Got) {
+        let Some(w) = self.watch else {
+            return;
+        };
+        let ev = match got {
+            Got::Data => Evidence::Answered,
+            Got::Failed if !w.established => Evidence::Refused { started: w.since },
+            // Connected, then closed or reset before a byte: no verdict.
+            Got::Failed | Got::Eof => {
+                self.watch = None;
+                return;
+            }
+            Got::Nothing => return,
+        };
+        self.watch = None;
+        self.evidence = Some((w.target, ev));
     }
 
     /// Move whatever can move; `limit` bounds each direction's buffer
@@ -114,8 +160,14 @@ impl Pipe {
             self.ab.clear();
         }
         if let Some(b) = self.b {
+            if let (Some(w), End::Tcp(c)) = (&mut self.watch, b) {
+                w.established |= io.state(c) == TcpState::Established;
+            }
             if !self.ab.is_empty() {
-                let n = write(b, now, io, ep, &self.ab).map_err(|()| Side::B)?;
+                let Ok(n) = write(b, now, io, ep, &self.ab) else {
+                    self.judge(&Got::Failed);
+                    return Err(Side::B);
+                };
                 self.ab.drain(..n);
                 self.ab_bytes += n as u64;
                 any |= n > 0;
@@ -125,7 +177,9 @@ impl Pipe {
                 any = true;
             }
             if !self.b_eof {
-                match read(b, now, io, ep, &mut self.ba, limit) {
+                let got = read(b, now, io, ep, &mut self.ba, limit);
+                self.judge(&got);
+                match got {
                     Got::Data => any = true,
                     Got::Eof => {
                         self.b_eof = true;

@@ -112,7 +112,8 @@ fn records(body: &[u8], size: usize) -> Vec<u8> {
     out
 }
 
-fn hello_for(entries: &[(u8, &[u8])]) -> Vec<u8> {
+/// A ClientHello with these SNI entries (type, name).
+pub(crate) fn hello_for(entries: &[(u8, &[u8])]) -> Vec<u8> {
     records(
         &body(&[(0x000a, vec![0, 2, 0, 0x1d]), sni(entries)]),
         1 << 14,
