@@ -9,9 +9,9 @@ use svcroute_stack::wire::auth::{self, KeyConfig, Keyring, Reject, SENDER_NR};
 use svcroute_stack::wire::gff::{self, MessageType, PathId};
 use svcroute_stack::wire::nr::{self, Ids, PathUpdate, Tlvs, UpdateKind, ALL_NSFFS};
 
-use super::model::Model;
+use super::model::{local_config, Model};
 use super::Proxy;
-use crate::config::{NsffConfig, SfConfig};
+use crate::config::NsffConfig;
 use crate::transport::{Endpoint, TransportConfig};
 
 const EPOCH: u64 = 1_700_000_000_000_000;
@@ -20,15 +20,6 @@ const SECRET: &[u8] = b"fabric secret";
 fn keyed_cfg() -> NsffConfig {
     NsffConfig {
         nsff_id: 1,
-        link_in: 2,
-        link_out: 3,
-        nr_links: vec![3, 0],
-        sf: vec![SfConfig {
-            fqdn: "www.local.example".into(),
-            addr: "10.0.3.5".parse().unwrap(),
-            port: 80,
-            tls_port: 443,
-        }],
         health_interval_ms: 0,
         keys: vec![KeyConfig {
             id: 1,
@@ -36,7 +27,7 @@ fn keyed_cfg() -> NsffConfig {
             hex: true,
         }],
         epoch_us: EPOCH,
-        ..NsffConfig::default()
+        ..local_config()
     }
 }
 

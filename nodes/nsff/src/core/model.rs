@@ -207,6 +207,23 @@ impl Conns for Model {
     fn sweep(&mut self, _now: Instant) {}
 }
 
+/// One local SF, `www.local.example` at 10.0.3.5 (HTTP 80, TLS 443),
+/// health checks on: the proxy the fuzz target and the model tests run.
+pub(crate) fn local_config() -> NsffConfig {
+    NsffConfig {
+        link_in: 2,
+        link_out: 3,
+        nr_links: vec![3, 0],
+        sf: vec![SfConfig {
+            fqdn: "www.local.example".into(),
+            addr: core::net::Ipv4Addr::new(10, 0, 3, 5).into(),
+            port: 80,
+            tls_port: 443,
+        }],
+        ..NsffConfig::default()
+    }
+}
+
 /// One step of a fuzz script.
 #[derive(Debug, Clone)]
 enum Step {
@@ -294,20 +311,7 @@ fn script(mut data: &[u8]) -> Vec<Step> {
 /// and gives each back once.
 #[doc(hidden)]
 pub fn fuzz_proxy(data: &[u8]) {
-    let cfg = NsffConfig {
-        link_in: 2,
-        link_out: 3,
-        nr_links: vec![3, 0],
-        sf: vec![SfConfig {
-            fqdn: "www.local.example".into(),
-            addr: "10.0.3.5"
-                .parse()
-                .unwrap_or(core::net::Ipv4Addr::LOCALHOST.into()),
-            port: 80,
-            tls_port: 443,
-        }],
-        ..NsffConfig::default()
-    };
+    let cfg = local_config();
     let Ok(mut p) = Proxy::new(&cfg, None) else {
         return;
     };
@@ -408,17 +412,8 @@ mod tests {
     #[test]
     fn a_local_request_is_relayed_without_sockets() {
         let cfg = NsffConfig {
-            link_in: 2,
-            link_out: 3,
-            nr_links: vec![3, 0],
-            sf: vec![SfConfig {
-                fqdn: "www.local.example".into(),
-                addr: "10.0.3.5".parse().unwrap(),
-                port: 80,
-                tls_port: 443,
-            }],
             health_interval_ms: 0,
-            ..NsffConfig::default()
+            ..local_config()
         };
         let mut p = Proxy::new(&cfg, None).unwrap();
         let (mut io, mut out, mut stats) =
@@ -519,18 +514,9 @@ mod tests {
     #[test]
     fn keepalives_can_be_turned_off() {
         let cfg = NsffConfig {
-            link_in: 2,
-            link_out: 3,
-            nr_links: vec![3, 0],
-            sf: vec![SfConfig {
-                fqdn: "www.local.example".into(),
-                addr: "10.0.3.5".parse().unwrap(),
-                port: 80,
-                tls_port: 443,
-            }],
             health_interval_ms: 0,
             sf_keepalive_s: 0,
-            ..NsffConfig::default()
+            ..local_config()
         };
         let mut p = Proxy::new(&cfg, None).unwrap();
         let (mut io, mut stats) = (Model::default(), Counters::default());
@@ -548,18 +534,7 @@ mod tests {
     /// SF's first bytes are a success.
     #[test]
     fn a_local_tls_relay_is_health_evidence() {
-        let cfg = NsffConfig {
-            link_in: 2,
-            link_out: 3,
-            nr_links: vec![3, 0],
-            sf: vec![SfConfig {
-                fqdn: "www.local.example".into(),
-                addr: "10.0.3.5".parse().unwrap(),
-                port: 80,
-                tls_port: 443,
-            }],
-            ..NsffConfig::default()
-        };
+        let cfg = local_config();
         let mut p = Proxy::new(&cfg, None).unwrap();
         let (mut io, mut out, mut stats) =
             (Model::default(), Outbox::default(), Counters::default());
@@ -598,17 +573,8 @@ mod tests {
 
     fn local_proxy() -> Proxy {
         let cfg = NsffConfig {
-            link_in: 2,
-            link_out: 3,
-            nr_links: vec![3, 0],
-            sf: vec![SfConfig {
-                fqdn: "www.local.example".into(),
-                addr: "10.0.3.5".parse().unwrap(),
-                port: 80,
-                tls_port: 443,
-            }],
             health_interval_ms: 0,
-            ..NsffConfig::default()
+            ..local_config()
         };
         Proxy::new(&cfg, None).unwrap()
     }
