@@ -613,41 +613,18 @@ impl Role for SarNode {
 mod tests {
     use std::net::Ipv6Addr;
 
-    use smoltcp::wire::{EthernetAddress, IpProtocol};
+    use smoltcp::wire::IpProtocol;
     use svcroute_stack::shim::Outbox;
     use svcroute_stack::stats::Counters;
     use svcroute_stack::wire::ipv6opt::{self, OptionRepr, OptionType};
     use svcroute_stack::wire::rosa::{
-        Constraint, Constraints, Entry, Message, MessageKind, Mode, Policy, ServiceName,
+        Constraint, Entry, Message, MessageKind, Mode, Policy, ServiceName,
     };
 
     use super::*;
     use crate::forward::addr_at;
     use crate::icmp::ETH_LEN;
-
-    fn settings(extra: &str) -> Settings {
-        let cfg: SarConfig = toml::from_str(&format!("router_id = 1\n{extra}")).unwrap();
-        let port = PortConfig {
-            name: "eth0".into(),
-            mac: EthernetAddress([2, 0, 0, 0, 0, 1]),
-            addrs: vec!["fd00:a::1/64".parse().unwrap()],
-            gateways: Vec::new(),
-            mtu: 1500,
-            max_burst: None,
-            random_seed: None,
-        };
-        cfg.settings("s1", &[port]).unwrap()
-    }
-
-    fn announcement(constraints: Vec<Constraint>) -> Message {
-        Message {
-            kind: MessageKind::Announcement,
-            entries: vec![
-                Entry::Service("svc.example".parse().unwrap()),
-                Entry::Constraint(Constraints(constraints)),
-            ],
-        }
-    }
+    use crate::steer::tests::{announcement, settings};
 
     /// An Ethernet frame from `src` to `dst` whose Destination Options
     /// header (next header 59) carries `opts`.

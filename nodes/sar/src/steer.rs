@@ -336,7 +336,7 @@ fn with_default_policy(s: &Settings, src: Ipv6Addr, msg: &Message) -> Option<Mes
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use smoltcp::wire::EthernetAddress;
     use svcroute_stack::runtime::PortConfig;
     use svcroute_stack::wire::rosa::{Constraints, Mode, Policy};
@@ -344,7 +344,9 @@ mod tests {
     use super::*;
     use crate::config::SarConfig;
 
-    fn settings(extra: &str) -> Settings {
+    /// Settings of SAR `s1` with one port (fd00:a::1/64) and `extra`
+    /// `[sar]` lines.
+    pub(crate) fn settings(extra: &str) -> Settings {
         let cfg: SarConfig = toml::from_str(&format!("router_id = 1\n{extra}")).unwrap();
         let port = PortConfig {
             name: "eth0".into(),
@@ -358,7 +360,8 @@ mod tests {
         cfg.settings("s1", &[port]).unwrap()
     }
 
-    fn announcement(constraints: Vec<Constraint>) -> Message {
+    /// An announcement of `svc.example` with `constraints`.
+    pub(crate) fn announcement(constraints: Vec<Constraint>) -> Message {
         Message {
             kind: MessageKind::Announcement,
             entries: vec![
